@@ -1,0 +1,194 @@
+"""Typed run configuration: one frozen pydantic model per concern, loaded from YAML.
+
+A dataset config (``datasets/<name>.yaml``) has the sections ``dataset``, ``partition``,
+``sampler``, ``model``, ``train`` and ``cluster``. Unknown keys and wrong types fail with
+the field's path (``train.epochs``); ``--set train.epochs=3`` overrides one value and
+fails if the key does not exist. Everything is checked here, before data is read or
+Ray starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from partition.config import PartitionConfig
+from samplers.config import CacheConfig, SamplerConfig
+
+__all__ = [
+    "CacheConfig", "ClusterConfig", "ConfigError", "DatasetConfig", "ModelConfig",
+    "PartitionConfig", "RunConfig", "SamplerConfig", "SyntheticConfig", "TrainConfig",
+    "load_config", "data_root",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the field."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticConfig(_Frozen):
+    """Power-law graph with planted classes (``dataset.source: synthetic``)."""
+
+    nodes: int = Field(100_000, ge=10)
+    avg_degree: float = Field(20.0, gt=0, description="mean in-degree after symmetrising")
+    features: int = Field(100, ge=1)
+    classes: int = Field(40, ge=2)
+    homophily: float = Field(0.8, ge=0.0, le=1.0, description="share of edges inside a class")
+    power_law: float = Field(2.5, gt=1.0, description="exponent of the degree distribution")
+    feature_noise: float = Field(4.0, ge=0.0, description="noise std relative to centroid spread")
+    train_frac: float = Field(0.6, gt=0.0, lt=1.0)
+    val_frac: float = Field(0.2, ge=0.0, lt=1.0)
+    seed: int = 0
+    chunk_nodes: int = Field(1_000_000, ge=1000)
+
+
+class DatasetConfig(_Frozen):
+    """Where the graph comes from and how it is cleaned at load time."""
+
+    name: str
+    source: Literal["planetoid", "npz", "heterophilous", "ogb", "csv", "synthetic"]
+    path: str | None = Field(None, description="file or directory; relative paths resolve "
+                             "against $GNNTRAIN_DATA, else ../shared/datasets beside the checkout")
+    planetoid_name: str | None = None
+    split: int | str = Field(0, description="split index (npz with 10 splits) or OGB split name")
+    edges: str | None = None
+    features: str | None = None
+    labels: str | None = None
+    undirected: bool = True
+    dedup: bool = True
+    self_loops: Literal["keep", "remove", "add"] = "keep"
+    train_frac: float = Field(0.6, gt=0.0, lt=1.0)
+    val_frac: float = Field(0.2, ge=0.0, lt=1.0)
+    split_seed: int = 0
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> DatasetConfig:
+        if self.source not in ("synthetic",) and not (self.path or self.edges):
+            raise ValueError(f"source={self.source!r} needs 'path' (or 'edges' for csv)")
+        return self
+
+
+class ModelConfig(_Frozen):
+    arch: Literal["sage", "gcn", "gat"] = "sage"
+    hidden: int = Field(256, ge=1)
+    layers: int = Field(3, ge=1)
+    dropout: float = Field(0.5, ge=0.0, lt=1.0)
+    norm: Literal["none", "batch", "layer"] = "none"
+    heads: int = Field(4, ge=1, description="attention heads (gat only)")
+
+
+class TrainConfig(_Frozen):
+    epochs: int = Field(10, ge=1)
+    lr: float = Field(0.003, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    seed: int = 0
+    eval_every: int = Field(1, ge=1)
+    eval: Literal["full", "sampled"] = "full"
+    device: Literal["cpu", "cuda"] = "cpu"
+    checkpoint_every: int = Field(0, ge=0, description="epochs between checkpoints; 0 = end only")
+    keep_checkpoints: int = Field(2, ge=1)
+    max_failures: int = Field(0, ge=0)
+    feature_dtype: Literal["float32", "float16", "bfloat16", "int8"] = "float32"
+    run_root: str = "runs"
+
+
+class ClusterConfig(_Frozen):
+    workers: int = Field(1, ge=1)
+    address: str | None = Field(None, description="Ray address; None starts Ray embedded")
+    num_cpus: float | None = Field(None, gt=0, description="CPUs for the embedded instance")
+    cpus_per_worker: float | None = Field(None, gt=0)
+    call_timeout_s: float = Field(120.0, gt=0)
+    collective_timeout_s: float = Field(120.0, gt=0)
+    epoch_timeout_s: float = Field(1800.0, gt=0)
+    connect_timeout_s: float = Field(20.0, gt=0)
+
+
+class RunConfig(_Frozen):
+    dataset: DatasetConfig
+    partition: PartitionConfig = Field(default_factory=PartitionConfig)
+    sampler: SamplerConfig = Field(default_factory=SamplerConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+
+    @model_validator(mode="after")
+    def _layers_match(self) -> RunConfig:
+        if self.model.layers != len(self.sampler.fanouts):
+            raise ValueError(
+                f"model.layers={self.model.layers} but sampler.fanouts has "
+                f"{len(self.sampler.fanouts)} entries {self.sampler.fanouts}: give one fanout per layer")
+        return self
+
+
+def data_root() -> Path:
+    """Where real datasets live: ``$GNNTRAIN_DATA``, else ``../shared/datasets``."""
+    env = os.environ.get("GNNTRAIN_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"invalid config {source}:"]
+    for e in err.errors():
+        path = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {path}: unknown key (value {e.get('input')!r}); check the spelling")
+        else:
+            lines.append(f"  {path}: {e['msg']} (got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _apply_override(raw: dict[str, Any], item: str) -> None:
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. train.epochs=3")
+    key, _, value = item.partition("=")
+    parts = key.strip().split(".")
+    node: Any = RunConfig
+    target = raw
+    for i, part in enumerate(parts):
+        fields = getattr(node, "model_fields", None)
+        if fields is None or part not in fields:
+            known = ", ".join(sorted(fields)) if fields else "(none: not a section)"
+            raise ConfigError(
+                f"--set {key}: no such key {'.'.join(parts[:i + 1])!r}; known keys here: {known}")
+        if i == len(parts) - 1:
+            target[part] = yaml.safe_load(value)
+        else:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a section")
+            node = fields[part].annotation
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None,
+                *, raw: dict[str, Any] | None = None) -> RunConfig:
+    """Read a YAML config (or a dict), apply ``KEY=VALUE`` overrides and validate."""
+    if raw is None:
+        if path is None:
+            raise ConfigError("load_config: give a path or raw=")
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist; dataset configs live in datasets/*.yaml")
+        with p.open() as f:
+            loaded = yaml.safe_load(f)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p}: expected a mapping of sections, got {type(loaded).__name__}")
+        raw = loaded
+    raw = copy.deepcopy(raw)
+    for item in overrides or []:
+        _apply_override(raw, item)
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, str(path or "<dict>"))) from None

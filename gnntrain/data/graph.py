@@ -1,0 +1,200 @@
+"""The canonical in-memory graph every loader produces and every package consumes.
+
+Contract (checked by :meth:`Graph.validate`, which every loader calls):
+
+* ``indptr`` int64 ``[N + 1]`` and ``indices`` int64 ``[E]`` are the CSR of
+  **in-neighbours**: ``indices[indptr[v]:indptr[v + 1]]`` are the sources ``u`` of
+  the edges ``u -> v``. Message passing aggregates over exactly these rows, and a
+  sampler asks for them.
+* ``x`` float32 ``[N, F]`` (finite), ``y`` int64 ``[N]`` in ``[0, num_classes)``.
+* ``train_idx`` / ``val_idx`` / ``test_idx`` are sorted, disjoint int64 node ids.
+
+This module imports numpy only, so ``partition/`` and ``samplers/`` may use it without
+pulling in the training runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class GraphError(ValueError):
+    """A graph or one of its arrays breaks the canonical-graph contract."""
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Graph:
+    """A homogeneous node-classification graph in CSR-of-in-neighbours form."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+    num_classes: int
+    name: str = "graph"
+    _hash: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def num_features(self) -> int:
+        return int(self.x.shape[1])
+
+    def in_degrees(self) -> np.ndarray:
+        """In-degree of every node, int64 ``[N]``."""
+        return np.diff(self.indptr)
+
+    def edge_index(self) -> np.ndarray:
+        """``[2, E]`` int64 array of (source, destination) pairs, PyG's layout."""
+        dst = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.in_degrees())
+        return np.stack([self.indices, dst])
+
+    def mask(self, split: str) -> np.ndarray:
+        """Boolean ``[N]`` mask of ``split`` (``train``, ``val`` or ``test``)."""
+        out = np.zeros(self.num_nodes, dtype=bool)
+        out[self.split_idx(split)] = True
+        return out
+
+    def split_idx(self, split: str) -> np.ndarray:
+        if split not in ("train", "val", "test"):
+            raise GraphError(f"split={split!r}: expected one of 'train', 'val', 'test'")
+        return {"train": self.train_idx, "val": self.val_idx, "test": self.test_idx}[split]
+
+    def content_hash(self) -> str:
+        """SHA-256 (hex, 16 chars) of the structure, features, labels and splits.
+
+        Partition sets are keyed by it: a changed graph never reuses a stored set.
+        """
+        if not self._hash:
+            h = hashlib.sha256()
+            for arr in (self.indptr, self.indices, self.x, self.y,
+                        self.train_idx, self.val_idx, self.test_idx):
+                a = np.ascontiguousarray(arr)
+                h.update(str((a.dtype.str, a.shape)).encode())
+                h.update(memoryview(a).cast("B"))
+            h.update(str(self.num_classes).encode())
+            self._hash.append(h.hexdigest()[:16])
+        return self._hash[0]
+
+    def validate(self) -> Graph:
+        """Check the contract; raise :class:`GraphError` naming the field and value."""
+        n = self.num_nodes
+        _check_dtype("indptr", self.indptr, np.int64, 1)
+        _check_dtype("indices", self.indices, np.int64, 1)
+        _check_dtype("x", self.x, np.float32, 2)
+        _check_dtype("y", self.y, np.int64, 1)
+        if n < 1:
+            raise GraphError(f"num_nodes={n}: a graph needs at least one node")
+        if self.indptr[0] != 0 or self.indptr[-1] != self.indices.shape[0]:
+            raise GraphError(
+                f"indptr: must start at 0 and end at len(indices)={self.indices.shape[0]}, "
+                f"got {self.indptr[0]}..{self.indptr[-1]}")
+        if self.indices.size:
+            lo, hi = int(self.indices.min()), int(self.indices.max())
+            if lo < 0 or hi >= n:
+                bad = lo if lo < 0 else hi
+                raise GraphError(f"edge endpoint {bad} is outside [0, num_nodes={n})")
+        if self.x.shape[0] != n:
+            raise GraphError(f"x has {self.x.shape[0]} feature rows, expected num_nodes={n}")
+        if not np.isfinite(self.x).all():
+            bad = int(np.argwhere(~np.isfinite(self.x))[0, 0])
+            raise GraphError(f"x: node {bad} has a NaN or Inf feature; features must be finite")
+        if self.y.shape[0] != n:
+            raise GraphError(f"y has {self.y.shape[0]} labels, expected num_nodes={n}")
+        if self.num_classes < 1:
+            raise GraphError(f"num_classes={self.num_classes}: must be >= 1")
+        if self.y.size and (self.y.min() < 0 or self.y.max() >= self.num_classes):
+            bad = int(self.y.min()) if self.y.min() < 0 else int(self.y.max())
+            raise GraphError(
+                f"y: label {bad} is outside [0, num_classes={self.num_classes})")
+        seen = np.zeros(n, dtype=np.int8)
+        for split in ("train", "val", "test"):
+            idx = self.split_idx(split)
+            _check_dtype(f"{split}_idx", idx, np.int64, 1)
+            if idx.size and (idx.min() < 0 or idx.max() >= n):
+                raise GraphError(f"{split}_idx: node id outside [0, num_nodes={n})")
+            if idx.size and np.any(np.diff(idx) <= 0):
+                raise GraphError(f"{split}_idx: must be sorted without repeats")
+            if np.any(seen[idx]):
+                raise GraphError(
+                    f"{split}_idx overlaps an earlier split at node {int(idx[seen[idx] > 0][0])};"
+                    " train/val/test must be disjoint")
+            seen[idx] = 1
+        if self.train_idx.size == 0:
+            raise GraphError("train_idx is empty: at least one training node is needed")
+        return self
+
+    def summary(self) -> dict[str, object]:
+        """Figures a user checks first: sizes, degrees, split sizes, class balance."""
+        deg = self.in_degrees()
+        return {
+            "name": self.name,
+            "nodes": self.num_nodes,
+            "edges": self.num_edges,
+            "features": self.num_features,
+            "classes": self.num_classes,
+            "train": int(self.train_idx.size),
+            "val": int(self.val_idx.size),
+            "test": int(self.test_idx.size),
+            "mean_in_degree": float(deg.mean()),
+            "max_in_degree": int(deg.max()) if deg.size else 0,
+            "isolated_nodes": int(np.count_nonzero(deg == 0)),
+            "hash": self.content_hash(),
+        }
+
+
+def _check_dtype(name: str, arr: np.ndarray, dtype: type, ndim: int) -> None:
+    if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
+        got = f"{getattr(arr, 'dtype', type(arr).__name__)} with {getattr(arr, 'ndim', '?')} dims"
+        raise GraphError(f"{name}: expected a {ndim}-d {np.dtype(dtype).name} array, got {got}")
+
+
+def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
+                   undirected: bool = False, dedup: bool = True,
+                   self_loops: str = "keep") -> tuple[np.ndarray, np.ndarray]:
+    """Build the in-neighbour CSR (``indptr``, ``indices``) from edge arrays ``src -> dst``.
+
+    ``undirected`` adds every reverse edge; ``dedup`` drops repeated (src, dst) pairs;
+    ``self_loops`` is ``keep``, ``remove`` or ``add`` (exactly one per node). Vectorised:
+    one stable sort of E keys, no Python loop over edges.
+    """
+    if self_loops not in ("keep", "remove", "add"):
+        raise GraphError(f"self_loops={self_loops!r}: expected 'keep', 'remove' or 'add'")
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    if src.shape != dst.shape:
+        raise GraphError(f"src has {src.size} entries but dst has {dst.size}")
+    for name, a in (("source", src), ("destination", dst)):
+        if a.size and (a.min() < 0 or a.max() >= num_nodes):
+            bad = int(a.min()) if a.min() < 0 else int(a.max())
+            raise GraphError(
+                f"edge {name} id {bad} is outside [0, num_nodes={num_nodes}); "
+                "node ids must be 0-based and below the number of nodes")
+    if undirected:
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    if self_loops in ("remove", "add"):
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+    if self_loops == "add":
+        loop = np.arange(num_nodes, dtype=np.int64)
+        src, dst = np.concatenate([src, loop]), np.concatenate([dst, loop])
+    key = dst * np.int64(num_nodes) + src
+    key = np.unique(key) if dedup else np.sort(key, kind="stable")
+    dst_sorted = key // num_nodes
+    indices = (key - dst_sorted * num_nodes).astype(np.int64)
+    counts = np.bincount(dst_sorted, minlength=num_nodes)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, indices

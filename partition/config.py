@@ -1,0 +1,23 @@
+"""Settings of a partitioning run (the ``partition:`` section of a dataset config)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PartitionConfig(BaseModel):
+    """How the graph is cut into parts. Every field is part of the partition set's key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["metis", "random", "ldg"] = "metis"
+    parts: int = Field(1, ge=1, description="number of parts k (one Ray worker each)")
+    objective: Literal["cut", "vol"] = "cut"
+    imbalance: float = Field(1.05, ge=1.0, le=2.0, description="max/mean load tolerated per constraint")
+    balance_train: bool = True
+    balance_edges: bool = True
+    seed: int = 0
+    allow_empty_train: bool = False
+    root: str = "partitions"

@@ -1,0 +1,27 @@
+# Two commands on a fresh machine: `make demo` (train on the embedded default) and
+# `make test` (the whole suite). Both create .venv first; the pinned torch==2.13.0 is
+# the CPU wheel (see README for a CUDA build).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP_INSTALL) torch==2.13.0 -e '.[test]'
+	touch $@
+
+.PHONY: install demo test lint bench-smoke
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(PY) -m gnntrain.run --config datasets/synthetic-tiny.yaml --workers 2
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q tests
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check gnntrain partition samplers bench tests
+	$(VENV)/bin/mypy gnntrain partition samplers
+
+bench-smoke: $(VENV)/.installed
+	$(PY) -m bench.smoke

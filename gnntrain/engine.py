@@ -1,0 +1,306 @@
+"""The training step and the batch pipeline shared by the single-process trainer and
+every distributed worker.
+
+One step reads as nanoGPT's loop does: take the next prepared batch, forward, sum the
+loss, backward, **all-reduce** the flattened gradients together with the example count,
+divide by the global count, step. With a no-op all-reduce this is the single-process
+reference; with gloo it is data-parallel training whose gradient equals that of the
+mean loss over the union of all workers' batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gnntrain.models import BlockGNN, flat_grads, set_flat_grads
+from samplers import NeighborSampler, PreparedBatch, SampledBatch, prepare
+
+AllReduce = Callable[[Tensor], Tensor]
+"""Sums a 1-d float tensor across all workers and returns the sum (identity for one)."""
+
+
+def no_allreduce(t: Tensor) -> Tensor:
+    return t
+
+
+class FeatureReader(Protocol):
+    """Reads feature rows (and graph in-degrees) of global node ids."""
+
+    def read(self, ids: np.ndarray) -> np.ndarray: ...
+
+    def degrees(self, ids: np.ndarray) -> np.ndarray: ...
+
+
+class ArrayReader:
+    """A feature reader over in-memory arrays indexed by global id (single process)."""
+
+    def __init__(self, x: np.ndarray, deg: np.ndarray) -> None:
+        self.x = x
+        self.deg = deg
+
+    def read(self, ids: np.ndarray) -> np.ndarray:
+        return self.x[ids]
+
+    def degrees(self, ids: np.ndarray) -> np.ndarray:
+        return self.deg[ids]
+
+
+def mix_seed(*parts: int) -> int:
+    """A 63-bit integer key derived from ``parts`` (stable across processes and runs)."""
+    h = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1
+
+
+def steps_per_epoch(train_counts: Sequence[int], batch_size: int) -> int:
+    """Steps every worker runs: enough for the part with the most training nodes.
+
+    Fixed by the coordinator from all parts' counts, so every worker runs the same
+    number of collectives (no DistDGL #3538 deadlock when parts differ).
+    """
+    return max(1, math.ceil(max(train_counts) / batch_size))
+
+
+def epoch_batches(train_ids: np.ndarray, steps: int, *, seed: int, epoch: int, rank: int,
+                  shuffle: bool = True, locality_order: np.ndarray | None = None) -> list[np.ndarray]:
+    """Split this worker's training ids into exactly ``steps`` near-equal batches.
+
+    A part with fewer training nodes gets smaller (possibly empty) batches rather than
+    fewer steps; every node is used once per epoch. With ``locality_order`` (the training
+    ids in a bandwidth-reducing order, see :func:`locality_order`) each batch is a run of
+    nearby seeds that share neighbours (BGL); the runs start at a random offset and are
+    visited in random order every epoch.
+    """
+    rng = np.random.default_rng([seed, epoch, rank])
+    if locality_order is not None:
+        ids = np.roll(locality_order, -int(rng.integers(0, max(1, locality_order.size))))
+        batches = np.array_split(ids, steps)
+        order = rng.permutation(steps) if shuffle else np.arange(steps)
+        return [np.ascontiguousarray(batches[i]) for i in order]
+    ids = train_ids
+    if shuffle:
+        ids = ids[rng.permutation(ids.shape[0])]
+    return [np.ascontiguousarray(b) for b in np.array_split(ids, steps)]
+
+
+def locality_order(indptr: np.ndarray, indices: np.ndarray, start: int, train_ids: np.ndarray) -> np.ndarray:
+    """Training ids ordered by reverse Cuthill-McKee over the part's own edges.
+
+    Neighbouring seeds end up next to each other, so a contiguous batch of them shares
+    much of its sampled neighbourhood (fewer distinct input nodes, fewer remote rows).
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    n = indptr.shape[0] - 1
+    local = indices - start
+    keep = (local >= 0) & (local < n)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[keep]
+    a = sp.csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, local[keep])), shape=(n, n))
+    a = (a + a.T).tocsr()
+    perm = reverse_cuthill_mckee(a, symmetric_mode=True)
+    is_train = np.zeros(n, dtype=bool)
+    is_train[train_ids - start] = True
+    return (perm[is_train[perm]] + start).astype(np.int64)
+
+
+@dataclass
+class Prepared:
+    """A prepared batch plus what it cost to make."""
+
+    batch: PreparedBatch | None
+    deg: Tensor | None
+    sample_s: float
+    fetch_s: float
+    num_input: int
+    num_edges: int
+
+
+class BatchPipeline:
+    """Samples and fetches batches on a background thread, ``prefetch`` ahead.
+
+    Sampling of batch t+1 overlaps training on batch t; the consumer's wait for the
+    queue is reported as ``wait_s`` (the share of the epoch spent waiting on data).
+    Exceptions on the producer thread are re-raised in the consumer.
+    """
+
+    def __init__(self, sampler: NeighborSampler, reader: FeatureReader, labels: Callable[[np.ndarray], np.ndarray],
+                 batches: list[np.ndarray], keys: list[int], *, prefetch: int, need_deg: bool) -> None:
+        self.sampler = sampler
+        self.reader = reader
+        self.labels = labels
+        self.batches = batches
+        self.keys = keys
+        self.need_deg = need_deg
+        self.wait_s = 0.0
+        self._q: queue.Queue[Prepared | BaseException] = queue.Queue(maxsize=max(1, prefetch))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if prefetch > 0:
+            self._thread = threading.Thread(target=self._produce, name="batch-prefetch", daemon=True)
+            self._thread.start()
+
+    def make(self, i: int) -> Prepared:
+        seeds = self.batches[i]
+        if seeds.size == 0:
+            return Prepared(None, None, 0.0, 0.0, 0, 0)
+        t0 = time.perf_counter()
+        sb: SampledBatch = self.sampler.sample(seeds, self.keys[i])
+        t1 = time.perf_counter()
+        x = self.reader.read(sb.input_nodes)
+        y = self.labels(sb.seeds)
+        pb = prepare(sb, x, y)
+        deg = (torch.from_numpy(self.reader.degrees(sb.input_nodes).astype(np.float32))
+               if self.need_deg else None)
+        t2 = time.perf_counter()
+        return Prepared(pb, deg, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges))
+
+    def _produce(self) -> None:
+        try:
+            for i in range(len(self.batches)):
+                if self._stop.is_set():
+                    return
+                item = self.make(i)
+                while not self._stop.is_set():
+                    try:
+                        self._q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as e:  # re-raised in the consumer
+            self._q.put(e)
+
+    def __iter__(self) -> Iterator[Prepared]:
+        for i in range(len(self.batches)):
+            if self._thread is None:
+                yield self.make(i)
+                continue
+            t0 = time.perf_counter()
+            item = self._q.get()
+            self.wait_s += time.perf_counter() - t0
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+@dataclass
+class EpochStats:
+    """Per-worker figures of one epoch; times in seconds."""
+
+    epoch: int
+    steps: int = 0
+    examples: int = 0
+    loss_sum: float = 0.0
+    correct: int = 0
+    sample_s: float = 0.0
+    fetch_s: float = 0.0
+    compute_s: float = 0.0
+    sync_s: float = 0.0
+    wait_s: float = 0.0
+    total_s: float = 0.0
+    input_nodes: int = 0
+    sampled_edges: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def train_step(model: BlockGNN, opt: torch.optim.Optimizer, item: Prepared,
+               allreduce: AllReduce, stats: EpochStats) -> None:
+    """One synchronous step. Every worker calls it once per step, even with an empty batch,
+    so the all-reduce always has all participants."""
+    model.train()
+    opt.zero_grad(set_to_none=False)
+    t0 = time.perf_counter()
+    local = torch.zeros(3)
+    if item.batch is not None:
+        b = item.batch
+        logits = model(b.x, b.blocks, item.deg)
+        loss_sum = F.cross_entropy(logits, b.y, reduction="sum")
+        loss_sum.backward()
+        local = torch.tensor([float(b.y.shape[0]), float(loss_sum.detach()),
+                              float((logits.argmax(1) == b.y).sum())])
+    # gradient sync: one flat buffer holding every gradient plus (count, loss, correct)
+    buf = torch.cat([flat_grads(model), local])
+    t1 = time.perf_counter()
+    buf = allreduce(buf)
+    t2 = time.perf_counter()
+    count = float(buf[-3])
+    if count > 0:
+        set_flat_grads(model, buf[:-3] / count)
+        opt.step()
+    stats.steps += 1
+    stats.examples += int(local[0])
+    stats.loss_sum += float(local[1])
+    stats.correct += int(local[2])
+    stats.compute_s += (t1 - t0) + (time.perf_counter() - t2)
+    stats.sync_s += t2 - t1
+    stats.input_nodes += item.num_input
+    stats.sampled_edges += item.num_edges
+    stats.sample_s += item.sample_s
+    stats.fetch_s += item.fetch_s
+
+
+def run_epoch(model: BlockGNN, opt: torch.optim.Optimizer, pipeline: BatchPipeline,
+              allreduce: AllReduce, epoch: int,
+              on_step: Callable[[int], None] | None = None) -> EpochStats:
+    stats = EpochStats(epoch=epoch)
+    t0 = time.perf_counter()
+    try:
+        for step, item in enumerate(pipeline):
+            train_step(model, opt, item, allreduce, stats)
+            if on_step is not None:
+                on_step(step)
+    finally:
+        pipeline.close()
+    stats.wait_s = pipeline.wait_s
+    stats.total_s = time.perf_counter() - t0
+    return stats
+
+
+@torch.no_grad()
+def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray,
+                  local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192) -> Tensor:
+    """Layer ``layer`` for every destination row of a CSR, over all in-neighbours.
+
+    ``h_all`` holds the previous layer's rows of every node the CSR names, in the same
+    local numbering as ``local_indices``; destination row ``r`` is local node ``r``
+    (owned rows come first). Rows are processed in chunks to bound memory.
+    """
+    model.eval()
+    n_dst = indptr.shape[0] - 1
+    outs = []
+    for a in range(0, n_dst, chunk):
+        b = min(n_dst, a + chunk)
+        lo, hi = int(indptr[a]), int(indptr[b])
+        nbr = local_indices[lo:hi]
+        # block-local numbering: the chunk's own rows first, then the neighbours
+        uniq, inv = np.unique(nbr, return_inverse=True)
+        src_ids = np.concatenate([np.arange(a, b, dtype=np.int64), uniq])
+        dst_local = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(indptr[a:b + 1]))
+        edge_index = torch.from_numpy(np.stack([inv.astype(np.int64) + (b - a), dst_local]))
+        sel = torch.from_numpy(src_ids)
+        d = deg_all[sel] if deg_all is not None else None
+        outs.append(model.layer(layer, h_all[sel], b - a, edge_index, d, d[:b - a] if d is not None else None))
+    return torch.cat(outs) if outs else h_all.new_zeros((0, model.convs[layer].out_channels if hasattr(model.convs[layer], "out_channels") else 0))
+
+
+def accuracy_counts(logits: Tensor, y: Tensor) -> tuple[int, int]:
+    return int((logits.argmax(1) == y).sum()), int(y.shape[0])

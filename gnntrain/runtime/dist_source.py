@@ -1,0 +1,198 @@
+"""A partition plus its remote owners, seen through the samplers' graph protocol.
+
+:class:`DistGraphSource` is the distributed twin of ``samplers.CSRSource``: per hop it
+samples the frontier nodes this worker owns locally and sends one request per remote
+owner for the rest. Because a node's sampled neighbours depend only on (key, node),
+the result is exactly what a single process would draw on the whole graph.
+:class:`DistFeatureReader` splits input nodes into owned, cached and missing rows and
+fetches the missing ones with one request per owner.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnntrain.runtime.codec import Encoded, decode
+from gnntrain.runtime.comm import CommCounter, payload_bytes
+from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
+
+
+class Peers(ABC):
+    """How a worker reaches the other workers. Each call sends one request per owner,
+    all owners concurrently, and fails (never hangs) after the configured timeout."""
+
+    @abstractmethod
+    def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
+               key: int) -> dict[int, Neighbors]: ...
+
+    @abstractmethod
+    def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]: ...
+
+    @abstractmethod
+    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]: ...
+
+
+def owners_of(offsets: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The range partition book: the part owning each id, one ``searchsorted``."""
+    return np.searchsorted(offsets, ids, side="right") - 1
+
+
+def group_by_owner(owners: np.ndarray, rank: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """Positions of locally owned ids, and positions of the others grouped by owner."""
+    order = np.argsort(owners, kind="stable")
+    sorted_owners = owners[order]
+    cuts = np.flatnonzero(np.diff(sorted_owners)) + 1
+    groups: dict[int, np.ndarray] = {}
+    local = np.empty(0, dtype=np.int64)
+    for chunk in np.split(order, cuts):
+        if chunk.size == 0:
+            continue
+        o = int(owners[chunk[0]])
+        if o == rank:
+            local = chunk
+        else:
+            groups[o] = chunk
+    return local, groups
+
+
+@dataclass
+class SampleStats:
+    local_frontier: int = 0
+    remote_frontier: int = 0
+    requests: int = 0
+
+
+class DistGraphSource(GraphSource):
+    """Owned rows sampled locally, the rest asked of their owners (one request per owner)."""
+
+    def __init__(self, local: CSRSource, offsets: np.ndarray, rank: int, peers: Peers,
+                 comm: CommCounter, x_local: np.ndarray) -> None:
+        self.local = local
+        self.offsets = offsets
+        self.rank = rank
+        self.peers = peers
+        self.comm = comm
+        self.num_nodes = int(offsets[-1])
+        self.x_local = x_local
+        self.stats = SampleStats()
+
+    def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool, key: int) -> Neighbors:
+        seeds = np.asarray(seeds, dtype=np.int64)
+        local_pos, groups = group_by_owner(owners_of(self.offsets, seeds), self.rank)
+        self.stats.local_frontier += int(local_pos.size)
+        requests = {o: seeds[pos] for o, pos in groups.items()}
+        for o, ids in requests.items():
+            self.comm.add("sample", o, payload_bytes(ids, fanout, replace, key))
+            self.stats.remote_frontier += int(ids.size)
+            self.stats.requests += 1
+        replies = self.peers.sample(requests, fanout, replace, key) if requests else {}
+        parts: list[tuple[np.ndarray, Neighbors]] = []
+        if local_pos.size:
+            parts.append((local_pos, self.local.sample_neighbors(seeds[local_pos], fanout,
+                                                                 replace=replace, key=key)))
+        for o, pos in groups.items():
+            parts.append((pos, replies[o]))
+        return _assemble(seeds.size, parts)
+
+    def read_features(self, ids: np.ndarray) -> np.ndarray:
+        raise NotImplementedError("DistGraphSource samples structure; features go through DistFeatureReader")
+
+
+def _assemble(n: int, parts: list[tuple[np.ndarray, Neighbors]]) -> Neighbors:
+    """Put per-group results back in seed order."""
+    counts = np.zeros(n, dtype=np.int64)
+    if not parts:
+        return Neighbors(counts=counts, nbrs=np.empty(0, dtype=np.int64))
+    pos_all = np.concatenate([p for p, _ in parts])
+    cnt_all = np.concatenate([r.counts for _, r in parts])
+    nbr_all = np.concatenate([r.nbrs for _, r in parts])
+    counts[pos_all] = cnt_all
+    grouped_start = np.zeros(n, dtype=np.int64)
+    grouped_start[pos_all] = np.cumsum(cnt_all) - cnt_all
+    out_start = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    gather = np.repeat(grouped_start - out_start, counts) + np.arange(total, dtype=np.int64)
+    return Neighbors(counts=counts, nbrs=nbr_all[gather])
+
+
+@dataclass
+class FeatureStats:
+    rows: int = 0
+    owned: int = 0
+    remote: int = 0
+    cache_hits: int = 0
+    fetched: int = 0
+    bytes_fetched: int = 0
+    bytes_saved: int = 0
+
+
+class DistFeatureReader:
+    """Owned rows from the local table, remote rows from the cache, the rest fetched."""
+
+    def __init__(self, x_local: np.ndarray, start: int, offsets: np.ndarray, rank: int,
+                 peers: Peers, comm: CommCounter, degrees: np.ndarray, *,
+                 cache: FeatureCache | None = None, dtype: str = "float32") -> None:
+        self.x_local = x_local
+        self.start = start
+        self.offsets = offsets
+        self.rank = rank
+        self.peers = peers
+        self.comm = comm
+        self.deg = degrees
+        self.cache = cache
+        self.dtype = dtype
+        self.stats = FeatureStats()
+        self._row_wire_bytes: float = 0.0
+
+    def degrees(self, ids: np.ndarray) -> np.ndarray:
+        return self.deg[ids]
+
+    def read(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)
+        local_pos, groups = group_by_owner(owners_of(self.offsets, ids), self.rank)
+        out[local_pos] = self.x_local[ids[local_pos] - self.start]
+        remote_pos = np.concatenate(list(groups.values())) if groups else np.empty(0, np.int64)
+        self.stats.rows += int(ids.size)
+        self.stats.owned += int(local_pos.size)
+        self.stats.remote += int(remote_pos.size)
+        if remote_pos.size == 0:
+            return out
+        missing = remote_pos
+        if self.cache is not None:
+            hit, rows = self.cache.lookup(ids[remote_pos])
+            out[remote_pos[hit]] = rows
+            missing = remote_pos[~hit]
+            self.stats.cache_hits += int(hit.sum())
+        if missing.size:
+            self.fetch_into(ids, missing, out)
+        if self.cache is not None and self._row_wire_bytes:
+            self.stats.bytes_saved = int(self.stats.cache_hits * self._row_wire_bytes)
+        return out
+
+    def fetch(self, ids: np.ndarray) -> np.ndarray:
+        """Rows of remote ``ids`` straight from their owners (cache bypassed)."""
+        out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)
+        self.fetch_into(ids, np.arange(ids.size), out, insert=False)
+        return out
+
+    def fetch_into(self, ids: np.ndarray, positions: np.ndarray, out: np.ndarray,
+                   insert: bool = True) -> None:
+        _, groups = group_by_owner(owners_of(self.offsets, ids[positions]), self.rank)
+        requests = {o: ids[positions[p]] for o, p in groups.items()}
+        for o, req in requests.items():
+            self.comm.add("feature", o, payload_bytes(req, self.dtype))
+        replies = self.peers.features(requests, self.dtype)
+        for o, p in groups.items():
+            enc = replies[o]
+            rows = decode(enc, self.dtype)
+            out[positions[p]] = rows
+            self.stats.fetched += int(p.size)
+            self.stats.bytes_fetched += enc.nbytes
+            if p.size:
+                self._row_wire_bytes = enc.nbytes / p.size
+            if insert and self.cache is not None:
+                self.cache.insert(ids[positions[p]], rows)

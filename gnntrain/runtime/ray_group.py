@@ -1,0 +1,313 @@
+"""k worker actors on Ray, one per part, with peer serving and gloo all-reduce.
+
+Each actor is a threaded Ray actor with two concurrency groups: ``train`` (one thread:
+the coordinator's calls — train an epoch, evaluate a layer, checkpoint state) and
+``serve`` (several threads: peers' sampling, feature and hidden-row requests). A worker
+therefore answers its peers while it trains, and all-to-all requests cannot deadlock
+(RAY-NOTES: mutual calls hang unless the callee serves concurrently).
+
+Every ``ray.get`` has a timeout; a dead or stuck worker raises :class:`WorkerFailure`
+naming the worker and the cause. Gradients are summed with torch.distributed (gloo on
+CPU, NCCL on CUDA) whose process group carries the collective timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import socket
+import time
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from gnntrain.config import RunConfig
+from gnntrain.runtime.codec import Encoded
+from gnntrain.runtime.comm import payload_bytes
+from gnntrain.runtime.core import WorkerCore
+from gnntrain.runtime.dist_source import Peers
+from gnntrain.runtime.group import WorkerGroup
+from samplers import Neighbors
+
+
+class WorkerFailure(RuntimeError):
+    """A worker died, raised, or did not answer in time."""
+
+    def __init__(self, rank: int, phase: str, cause: str) -> None:
+        cause = re.sub(r"\x1b\[[0-9;]*m", "", cause)  # Ray colours its tracebacks
+        super().__init__(f"worker {rank} failed during {phase}: {cause}")
+        self.rank = rank
+        self.phase = phase
+        self.cause = cause
+
+
+class RayPeers(Peers):
+    """Peer requests as concurrent Ray calls, one per owner, with a timeout."""
+
+    def __init__(self, handles: list[Any], rank: int, timeout_s: float) -> None:
+        self.handles = handles
+        self.rank = rank
+        self.timeout_s = timeout_s
+
+    def _gather(self, refs: dict[int, Any], what: str) -> dict[int, Any]:
+        try:
+            values = ray.get(list(refs.values()), timeout=self.timeout_s)
+        except GetTimeoutError:
+            raise TimeoutError(f"worker {self.rank}: {what} request to workers {sorted(refs)} "
+                               f"got no reply within {self.timeout_s:.0f}s") from None
+        return dict(zip(refs, values, strict=True))
+
+    def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
+               key: int) -> dict[int, Neighbors]:
+        refs = {o: self.handles[o].serve_sample.remote(ids, fanout, replace, key, self.rank)
+                for o, ids in requests.items()}
+        return {o: Neighbors(counts=c, nbrs=n) for o, (c, n) in self._gather(refs, "sample").items()}
+
+    def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
+        refs = {o: self.handles[o].serve_features.remote(ids, dtype, self.rank)
+                for o, ids in requests.items()}
+        return self._gather(refs, "feature")
+
+    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
+        refs = {o: self.handles[o].serve_hidden.remote(ids, layer, self.rank)
+                for o, ids in requests.items()}
+        return self._gather(refs, "hidden-row")
+
+
+class WorkerActor:
+    """The Ray actor around :class:`WorkerCore` (decorated in :func:`actor_class`)."""
+
+    def __init__(self, cfg_raw: dict[str, Any], part_path: str, rank: int, world: int) -> None:
+        from partition import open_partition_set
+
+        torch.set_num_threads(1)
+        self.cfg = RunConfig.model_validate(cfg_raw)
+        self.rank = rank
+        self.world = world
+        pset = open_partition_set(part_path)
+        self.part = pset.load_part(rank)
+        self.degrees = pset.global_degrees()
+        self.num_classes = int(pset.num_classes)
+        self.core: WorkerCore | None = None
+
+    def address(self) -> tuple[str, int]:
+        """This node's IP and a free port, for the gloo rendezvous (asked of rank 0)."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), int(port)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def setup(self, handles: list[Any], master: tuple[str, int], attempt: int = 0) -> int:
+        import torch.distributed as dist
+
+        cc = self.cfg.cluster
+        if self.world > 1:
+            backend = "nccl" if self.cfg.train.device == "cuda" else "gloo"
+            dist.init_process_group(backend, init_method=f"tcp://{master[0]}:{master[1]}",
+                                    rank=self.rank, world_size=self.world,
+                                    timeout=timedelta(seconds=cc.collective_timeout_s))
+
+        def allreduce(t: torch.Tensor) -> torch.Tensor:
+            if self.world > 1:
+                dist.all_reduce(t, op=dist.ReduceOp.SUM)
+            return t
+
+        peers = RayPeers(handles, self.rank, cc.call_timeout_s)
+        self.core = WorkerCore(self.cfg, self.part, rank=self.rank, world=self.world,
+                               degrees=self.degrees, num_classes=self.num_classes,
+                               peers=peers, allreduce=allreduce)
+        self.core.attempt = attempt
+        return int(self.part.train_idx.size)
+
+    def _c(self) -> WorkerCore:
+        if self.core is None:
+            raise RuntimeError(f"worker {self.rank}: setup() was not called")
+        return self.core
+
+    # coordinator calls (train group) ------------------------------------------------
+    def setup_cache(self) -> dict[str, Any]:
+        return self._c().setup_cache()
+
+    def train_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
+        return self._c().train_epoch(epoch, steps)
+
+    def eval_sampled(self, epoch: int) -> dict[str, Any]:
+        return self._c().eval_sampled(epoch)
+
+    def eval_begin(self) -> None:
+        self._c().eval_begin()
+
+    def eval_layer(self, layer: int) -> None:
+        self._c().eval_layer(layer)
+
+    def eval_counts(self) -> dict[str, Any]:
+        return self._c().eval_counts()
+
+    def comm_snapshot(self) -> dict[str, Any]:
+        return self._c().comm_snapshot()
+
+    def state(self) -> dict[str, Any]:
+        return self._c().state()
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._c().load_state(state)
+
+    def shutdown(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    # peer calls (serve group) -----------------------------------------------------
+    def serve_sample(self, ids: np.ndarray, fanout: int, replace: bool, key: int,
+                     requester: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._c().serve_sample(ids, fanout, replace, key, requester)
+
+    def serve_features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
+        return self._c().serve_features(ids, dtype, requester)
+
+    def serve_hidden(self, ids: np.ndarray, layer: int, requester: int) -> np.ndarray:
+        return self._c().serve_hidden(ids, layer, requester)
+
+    def ping(self) -> int:
+        return self.rank
+
+
+_SERVE = ("serve_sample", "serve_features", "serve_hidden", "ping")
+
+
+def actor_class(serve_threads: int = 4) -> Any:
+    """``WorkerActor`` as a Ray actor class with its two concurrency groups."""
+    cls = type("GnnWorker", (WorkerActor,), {})
+    for name in _SERVE:
+        setattr(cls, name, ray.method(concurrency_group="serve")(getattr(WorkerActor, name)))
+    for name in ("address", "pid", "setup", "setup_cache", "train_epoch", "eval_sampled",
+                 "eval_begin", "eval_layer", "eval_counts", "comm_snapshot", "state",
+                 "load_state", "shutdown"):
+        setattr(cls, name, ray.method(concurrency_group="train")(getattr(WorkerActor, name)))
+    return ray.remote(concurrency_groups={"train": 1, "serve": serve_threads})(cls)
+
+
+class RayGroup(WorkerGroup):
+    """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
+
+    def __init__(self, cfg: RunConfig, part_path: str, world: int, attempt: int = 0) -> None:
+        self.cfg = cfg
+        self.world = world
+        self.timeout = cfg.cluster.call_timeout_s
+        self.control_bytes = np.zeros(world, dtype=np.int64)
+        self.control_messages = np.zeros(world, dtype=np.int64)
+        total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        per = cfg.cluster.cpus_per_worker or min(1.0, total_cpus / world)
+        if per * world > total_cpus + 1e-9:
+            raise ValueError(
+                f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
+                f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
+        self.pg = placement_group([{"CPU": per}] * world, strategy="PACK")
+        if not self.pg.wait(timeout_seconds=int(max(10, cfg.cluster.connect_timeout_s))):
+            remove_placement_group(self.pg)
+            raise RuntimeError(f"could not place {world} workers with {per} CPU each on the cluster "
+                               f"({ray.cluster_resources()})")
+        cls = actor_class()
+        raw = cfg.model_dump(mode="json")
+        self.actors = [
+            cls.options(num_cpus=per, max_restarts=0, name=None,
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(
+                            placement_group=self.pg, placement_group_bundle_index=r)
+                        ).remote(raw, part_path, r, world)
+            for r in range(world)]
+        try:
+            master = self._get([self.actors[0].address.remote()], "start-up")[0]
+            self.pids = self._get([a.pid.remote() for a in self.actors], "start-up")
+            counts = self._get([a.setup.remote(self.actors, master, attempt) for a in self.actors],
+                               "setup")
+        except BaseException:
+            self.shutdown()
+            raise
+        self.train_counts = [int(c) for c in counts]
+
+    def _get(self, refs: list[Any], phase: str, timeout: float | None = None) -> list[Any]:
+        """``ray.get`` with a deadline; failures name the worker and the cause."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        pending = list(refs)
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                ranks = [refs.index(r) for r in pending]
+                raise WorkerFailure(ranks[0], phase, f"no reply within {timeout or self.timeout:.0f}s "
+                                    f"(workers still busy: {ranks})")
+            done, pending = ray.wait(pending, num_returns=1, timeout=left)
+            for ref in done:
+                try:
+                    ray.get(ref)
+                except RayTaskError as e:
+                    raise WorkerFailure(refs.index(ref), phase, f"raised:\n{e}") from None
+                except RayActorError as e:
+                    raise WorkerFailure(refs.index(ref), phase, f"process died ({e.__class__.__name__}: "
+                                        f"{str(e).splitlines()[0]})") from None
+                except RayError as e:
+                    raise WorkerFailure(refs.index(ref), phase, repr(e)) from None
+        return ray.get(refs)
+
+    def _all(self, method: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+        """One call to every worker; its arguments and pickled replies count as ``control``."""
+        self.control_bytes += payload_bytes(*args)
+        self.control_messages += 1
+        out = self._get([getattr(a, method).remote(*args) for a in self.actors], phase, timeout)
+        self.control_bytes += np.array([len(pickle.dumps(o)) for o in out], dtype=np.int64)
+        self.control_messages += 1
+        return out
+
+    def take_control(self) -> tuple[list[int], list[int]]:
+        b, m = self.control_bytes.tolist(), self.control_messages.tolist()
+        self.control_bytes[:] = 0
+        self.control_messages[:] = 0
+        return b, m
+
+    def setup_cache(self) -> list[dict[str, Any]]:
+        return self._all("setup_cache", phase="cache setup")
+
+    def train_epoch(self, epoch: int, steps: int) -> list[dict[str, Any]]:
+        return self._all("train_epoch", epoch, steps, phase=f"epoch {epoch}",
+                         timeout=self.cfg.cluster.epoch_timeout_s)
+
+    def evaluate(self, epoch: int, mode: str) -> list[dict[str, Any]]:
+        if mode == "sampled":
+            return self._all("eval_sampled", epoch, phase=f"evaluation (epoch {epoch})")
+        self._all("eval_begin", phase="evaluation")
+        for layer in range(self.cfg.model.layers):
+            self._all("eval_layer", layer, phase=f"evaluation layer {layer}")
+        return self._all("eval_counts", phase="evaluation")
+
+    def comm_snapshots(self) -> list[dict[str, Any]]:
+        return self._all("comm_snapshot", phase="accounting")
+
+    def state(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._get([self.actors[0].state.remote()], "checkpoint")[0]
+        return out
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._all("load_state", state, phase="restore")
+
+    def shutdown(self) -> None:
+        for a in getattr(self, "actors", []):
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors = []
+        try:
+            remove_placement_group(self.pg)
+        except Exception:  # noqa: BLE001
+            pass
+

@@ -1,0 +1,116 @@
+"""Bad input and faults of the distributed runtime: clear errors, no hangs, no orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gnntrain.runtime.cluster import ClusterError
+from gnntrain.runtime.coordinator import run_training
+from gnntrain.runtime.ray_group import WorkerFailure
+from tests.conftest import REPO, make_graph
+from tests.runtime.helpers import tiny_cfg
+
+
+def worker_processes() -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline", "name"]):
+        try:
+            title = " ".join(p.info["cmdline"] or []) + (p.info["name"] or "")
+        except psutil.Error:
+            continue
+        if "GnnWorker" in title:
+            out.append(p)
+    return out
+
+
+def wait_no_workers(timeout_s: float = 20.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = worker_processes()
+        if not left:
+            return []
+        time.sleep(0.5)
+    return worker_processes()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_address_fails_fast(tmp_path: Path) -> None:
+    cfg = tiny_cfg(tmp_path, f"cluster.address=127.0.0.1:{free_port()}", "cluster.connect_timeout_s=3",
+                   workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match="nothing answers"):
+        run_training(cfg, graph=make_graph(100), progress=False)
+    assert time.monotonic() - t0 < 10
+    assert not (tmp_path / "parts").exists(), "nothing should be partitioned before Ray is reachable"
+
+
+def test_worker_that_raises_ends_run_with_rank_and_traceback(ray_local: None, tmp_path: Path) -> None:
+    cfg = tiny_cfg(tmp_path, "faults.kind=raise", "faults.rank=1", "faults.epoch=0", "faults.step=1",
+                   workers=2)
+    with pytest.raises(WorkerFailure) as err:
+        run_training(cfg, graph=make_graph(300), progress=False)
+    assert err.value.rank == 1
+    assert "injected fault: worker 1 raises at epoch 0 step 1" in str(err.value)
+    assert "_maybe_fail" in str(err.value), "the worker's traceback is part of the error"
+    assert "\x1b[" not in str(err.value)
+    assert wait_no_workers() == [], "worker actors left behind after a failed run"
+
+
+def test_dead_worker_ends_run_naming_it(ray_local: None, tmp_path: Path) -> None:
+    cfg = tiny_cfg(tmp_path, "faults.kind=exit", "faults.rank=0", "faults.step=2", workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerFailure) as err:
+        run_training(cfg, graph=make_graph(300), progress=False)
+    assert err.value.rank in (0, 1)  # the dead one, or its peer whose collective broke
+    assert time.monotonic() - t0 < 90
+    assert wait_no_workers() == []
+
+
+def test_stalled_worker_hits_the_epoch_timeout(ray_local: None, tmp_path: Path) -> None:
+    cfg = tiny_cfg(tmp_path, "faults.kind=stall", "faults.rank=1", "cluster.epoch_timeout_s=8",
+                   "cluster.collective_timeout_s=6", workers=2)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerFailure) as err:
+        run_training(cfg, graph=make_graph(300), progress=False)
+    assert time.monotonic() - t0 < 60
+    assert "epoch 0" in str(err.value)
+    assert wait_no_workers() == []
+
+
+def test_ctrl_c_releases_every_actor(tmp_path: Path) -> None:
+    """SIGINT to a real `python -m gnntrain.run`: exit 130, no worker processes left."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "gnntrain.run", "--config", str(REPO / "datasets" / "synthetic-tiny.yaml"),
+           "--workers", "2", "--no-progress", "--set", "train.epochs=200",
+           "--set", f"train.run_root={tmp_path / 'runs'}", "--set", f"partition.root={tmp_path / 'parts'}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(worker_processes()) < 2:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.5)
+        assert len(worker_processes()) >= 2, "workers never started"
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = proc.stdout.read() if proc.stdout else ""
+    assert rc == 130, out
+    assert "interrupted" in out
+    assert wait_no_workers() == []

@@ -57,6 +57,8 @@ class SyntheticConfig(_Frozen):
     homophily: float = Field(0.8, ge=0.0, le=1.0, description="share of edges inside a class")
     power_law: float = Field(2.5, gt=1.0, description="exponent of the degree distribution")
     feature_noise: float = Field(4.0, ge=0.0, description="noise std relative to centroid spread")
+    feature_mismatch: float = Field(0.0, ge=0.0, lt=1.0, description="share of nodes whose "
+                                    "features centre on another class's centroid")
     train_frac: float = Field(0.6, gt=0.0, lt=1.0)
     val_frac: float = Field(0.2, ge=0.0, lt=1.0)
     seed: int = 0

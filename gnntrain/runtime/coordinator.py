@@ -119,7 +119,8 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
             ckpt = load_latest(run)
             start_epoch = int(ckpt["epochs_done"]) if ckpt else 0
             run.truncate_metrics(start_epoch)
-            failures.append({"worker": e.rank, "phase": e.phase, "cause": e.cause.splitlines()[0][:500],
+            failures.append({"worker": e.rank, "phase": e.phase, "cause": _headline(e.cause),
+                             "detail": e.cause[-4000:],
                              "after_s": time.monotonic() - t_start, "epochs_done_at_failure": failed_at,
                              "restart_from_epoch": start_epoch,
                              "epochs_redone": failed_at - start_epoch, "_t_fail": time.monotonic()})
@@ -128,3 +129,9 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
         finally:
             if group is not None:
                 group.shutdown()
+
+
+def _headline(cause: str) -> str:
+    """The line of a worker's error that says what happened (the exception's message)."""
+    lines = [ln.strip() for ln in cause.split("\nworkers at failure:")[0].splitlines() if ln.strip()]
+    return (lines[-1] if lines else cause)[:500]

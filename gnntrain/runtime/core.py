@@ -131,6 +131,7 @@ class WorkerCore:
         self._halo_local: np.ndarray | None = None
         self.cache_info: dict[str, Any] = {"policy": "none", "capacity": 0}
         self._order: np.ndarray | None = None
+        self.progress: dict[str, Any] = {"epoch": -1, "step": 0, "phase": "setup"}
 
     # -- collectives ---------------------------------------------------------------
     def allreduce(self, t: torch.Tensor) -> torch.Tensor:
@@ -176,27 +177,56 @@ class WorkerCore:
         """Run exactly ``steps`` synchronous steps over this part's training nodes."""
         seed = self.cfg.train.seed
         torch.manual_seed(mix_seed(seed, "dropout", epoch, self.rank))
+        src0, rd0 = self._counters()  # before the prefetch thread starts sampling
+        pipe = self._pipeline(*self._epoch_plan(epoch, steps))
+        self.progress = {"epoch": epoch, "step": 0, "phase": "train"}
+        stats = run_epoch(self.model, self.opt, pipe, self.allreduce, epoch,
+                          on_step=lambda step: self._step_done(epoch, step))
+        self.progress = {"epoch": epoch, "step": steps, "phase": "idle"}
+        self._add_io_stats(stats, src0, rd0)
+        return {"stats": stats.to_dict(), "comm": self.comm.take()}
+
+    def _epoch_plan(self, epoch: int, steps: int) -> tuple[list[np.ndarray], list[int]]:
+        """This worker's seed batches and sampling keys for ``epoch`` (same in every mode)."""
+        seed = self.cfg.train.seed
         train = np.asarray(self.part.train_idx, dtype=np.int64)
         if self.cfg.sampler.seed_order == "locality" and self._order is None:
             self._order = locality_order(self.part.indptr, self.part.indices, self.start, train)
         batches = epoch_batches(train, steps, seed=seed, epoch=epoch, rank=self.rank,
                                 shuffle=self.cfg.sampler.shuffle, locality_order=self._order)
-        keys = [mix_seed(seed, "sample", epoch, step) for step in range(steps)]
-        pipe = self._pipeline(batches, keys)
-        src0, rd0 = self._counters()
-        stats = run_epoch(self.model, self.opt, pipe, self.allreduce, epoch,
-                          on_step=lambda step: self._maybe_fail(epoch, step))
-        self._add_io_stats(stats, src0, rd0)
-        return {"stats": stats.to_dict(), "comm": self.comm.take()}
+        return batches, [mix_seed(seed, "sample", epoch, step) for step in range(steps)]
 
-    def _pipeline(self, batches: list[np.ndarray], keys: list[int]) -> BatchPipeline:
+    def simulate_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
+        """Sample and fetch exactly as :meth:`train_epoch` does, without training.
+
+        Gradient traffic is added per step from the ring formula, as training would
+        count it, so the bytes equal a real epoch's (the scale simulator's basis).
+        """
+        src0, rd0 = self._counters()
+        pipe = self._pipeline(*self._epoch_plan(epoch, steps), prefetch=0)
+        stats = EpochStats(epoch=epoch)
+        grad_bytes = 4 * (sum(p.numel() for p in self.model.parameters()) + 3)
+        for item in pipe:
+            stats.steps += 1
+            stats.examples += int(item.batch.y.shape[0]) if item.batch is not None else 0
+            stats.sample_s += item.sample_s
+            stats.fetch_s += item.fetch_s
+            stats.input_nodes += item.num_input
+            stats.sampled_edges += item.num_edges
+            self.comm.add_gradient(grad_bytes)
+        self._add_io_stats(stats, src0, rd0)
+        # no comm snapshot here: peers simulated after this one still ask it for rows
+        return {"stats": stats.to_dict()}
+
+    def _pipeline(self, batches: list[np.ndarray], keys: list[int],
+                  prefetch: int | None = None) -> BatchPipeline:
         y = self.part.y
 
         def labels(ids: np.ndarray) -> np.ndarray:
             return np.asarray(y[ids - self.start], dtype=np.int64)
 
         return BatchPipeline(self.sampler, self.reader, labels, batches, keys,
-                             prefetch=self.cfg.sampler.prefetch,
+                             prefetch=self.cfg.sampler.prefetch if prefetch is None else prefetch,
                              need_deg=self.cfg.model.arch == "gcn")
 
     def _counters(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -207,6 +237,10 @@ class WorkerCore:
         rd = {k: v - rd0[k] for k, v in vars(self.reader.stats).items()}
         stats.extra.update({f"sample_{k}": v for k, v in src.items()})
         stats.extra.update({f"feat_{k}": v for k, v in rd.items()})
+
+    def _step_done(self, epoch: int, step: int) -> None:
+        self._maybe_fail(epoch, step)
+        self.progress = {"epoch": epoch, "step": step + 1, "phase": "train"}
 
     def _maybe_fail(self, epoch: int, step: int) -> None:
         """Injected faults (``faults:`` config section), for tests and failure drills."""

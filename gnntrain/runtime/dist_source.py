@@ -124,6 +124,7 @@ class FeatureStats:
     owned: int = 0
     remote: int = 0
     cache_hits: int = 0
+    cached: int = 0  # remote rows looked up in a cache (0 when there is none)
     fetched: int = 0
     bytes_fetched: int = 0
     bytes_saved: int = 0
@@ -167,6 +168,7 @@ class DistFeatureReader:
             out[remote_pos[hit]] = rows
             missing = remote_pos[~hit]
             self.stats.cache_hits += int(hit.sum())
+            self.stats.cached += int(remote_pos.size)
         if missing.size:
             self.fetch_into(ids, missing, out)
         if self.cache is not None and self._row_wire_bytes:

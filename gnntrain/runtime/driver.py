@@ -67,7 +67,7 @@ def epoch_record(epoch: int, results: list[dict[str, Any]], world: int, wall_s: 
         "sampled_edges": sum(s["sampled_edges"] for s in stats),
         "remote_frontier_share": remote_frontier / max(1, remote_frontier + local_frontier),
         "remote_input_share": remote_rows / max(1, tot("feat_rows")),
-        "cache_hit_rate": hits / remote_rows if remote_rows else None,
+        "cache_hit_rate": hits / remote_rows if remote_rows and tot("feat_cached") else None,
         "feature_bytes_saved_by_cache": tot("feat_bytes_saved"),
         "comm": comm,
     }

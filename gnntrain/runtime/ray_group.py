@@ -182,8 +182,13 @@ class WorkerActor:
     def ping(self) -> int:
         return self.rank
 
+    def progress(self) -> dict[str, Any]:
+        """Where the training thread is; answered on a serving thread, so even a stuck
+        worker answers (a dead one does not)."""
+        return dict(self.core.progress) if self.core is not None else {"phase": "starting"}
 
-_SERVE = ("serve_sample", "serve_features", "serve_hidden", "ping")
+
+_SERVE = ("serve_sample", "serve_features", "serve_hidden", "ping", "progress")
 
 
 def actor_class(serve_threads: int = 4) -> Any:
@@ -236,6 +241,41 @@ class RayGroup(WorkerGroup):
             raise
         self.train_counts = [int(c) for c in counts]
 
+    def diagnose(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+        """Each worker's progress (or that it does not answer), to name a stuck worker."""
+        refs = [a.progress.remote() for a in self.actors]
+        out: list[dict[str, Any]] = []
+        for r, ref in enumerate(refs):
+            try:
+                out.append({"rank": r, **ray.get(ref, timeout=timeout_s)})
+            except GetTimeoutError:
+                out.append({"rank": r, "phase": "not answering"})
+            except RayError as e:
+                out.append({"rank": r, "phase": f"dead ({e.__class__.__name__})"})
+        return out
+
+    def _culprit(self, rank: int, cause: str, phase: str) -> WorkerFailure:
+        """Blame the worker that is dead, silent, or furthest behind, not its waiting peers."""
+        try:
+            prog = self.diagnose()
+        except Exception:  # noqa: BLE001 - diagnosis is best effort
+            return WorkerFailure(rank, phase, cause)
+        dead = [p for p in prog if str(p.get("phase", "")).startswith(("dead", "not answering"))]
+        training = [p for p in prog if p.get("phase") == "train"]
+        culprit = rank
+        if dead:
+            culprit = dead[0]["rank"]
+        elif len(training) > 1 and "step" in training[0]:
+            steps = [p["step"] for p in training]
+            if max(steps) > min(steps):
+                culprit = training[int(np.argmin(steps))]["rank"]
+        state = "; ".join(f"worker {p['rank']}: {p.get('phase')}"
+                          + (f" epoch {p['epoch']} step {p['step']}" if "step" in p else "") for p in prog)
+        note = f"\nworkers at failure: {state}"
+        if culprit != rank:
+            note += f"\n(worker {rank} reported the error; worker {culprit} is the one behind)"
+        return WorkerFailure(culprit, phase, cause + note)
+
     def _get(self, refs: list[Any], phase: str, timeout: float | None = None) -> list[Any]:
         """``ray.get`` with a deadline; failures name the worker and the cause."""
         deadline = time.monotonic() + (timeout or self.timeout)
@@ -244,14 +284,14 @@ class RayGroup(WorkerGroup):
             left = deadline - time.monotonic()
             if left <= 0:
                 ranks = [refs.index(r) for r in pending]
-                raise WorkerFailure(ranks[0], phase, f"no reply within {timeout or self.timeout:.0f}s "
-                                    f"(workers still busy: {ranks})")
+                raise self._culprit(ranks[0], phase=phase, cause=(
+                    f"no reply within {timeout or self.timeout:.0f}s (workers still busy: {ranks})"))
             done, pending = ray.wait(pending, num_returns=1, timeout=left)
             for ref in done:
                 try:
                     ray.get(ref)
                 except RayTaskError as e:
-                    raise WorkerFailure(refs.index(ref), phase, f"raised:\n{e}") from None
+                    raise self._culprit(refs.index(ref), phase=phase, cause=f"raised:\n{e}") from None
                 except RayActorError as e:
                     raise WorkerFailure(refs.index(ref), phase, f"process died ({e.__class__.__name__}: "
                                         f"{str(e).splitlines()[0]})") from None

@@ -1,0 +1,130 @@
+"""``python -m gnntrain.simulate``: what an epoch would move at k = 4, 8, ... 64 workers.
+
+For each k it partitions the graph (or reuses the stored set), then runs every worker's
+real sampler, cache and feature reader over one epoch of its seeds — the same code and
+the same random streams as training, with peers called in-process instead of over Ray
+— and counts every byte with the runtime's own counters. Nothing is trained; gradient
+bytes come from the ring all-reduce formula for the configured model, as in a real run.
+
+Example::
+
+    python -m gnntrain.simulate --config datasets/synthetic-1m.yaml --parts 4,8,16,32,64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from gnntrain.config import ConfigError, RunConfig, load_config
+from gnntrain.data.graph import Graph
+from gnntrain.engine import steps_per_epoch
+from gnntrain.report import fmt_bytes
+from gnntrain.runtime.driver import epoch_record
+from gnntrain.runtime.loopback import LoopbackGroup
+
+
+def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[str, Any]:
+    """One simulated epoch on ``k`` workers: bytes, shares, cache and balance figures."""
+    from partition import build_partition_set
+
+    cfg_k = load_config(raw=cfg.model_dump(mode="json"),
+                        overrides=[f"partition.parts={k}", f"cluster.workers={k}"])
+    t0 = time.perf_counter()
+    pset = build_partition_set(graph, cfg_k.partition)
+    t_part = time.perf_counter() - t0
+    parts = [pset.load_part(p) for p in range(k)]
+    group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes))
+    try:
+        t1 = time.perf_counter()
+        group.setup_cache()
+        setup = group.comm_snapshots()
+        steps = steps_per_epoch(group.train_counts, cfg_k.sampler.batch_size)
+        results = [c.simulate_epoch(epoch, steps) for c in group.cores]
+        for r, snap in zip(results, group.comm_snapshots(), strict=True):
+            r["comm"] = snap  # taken once every worker has run (peers serve each other)
+        rec = epoch_record(epoch, results, k, time.perf_counter() - t1)
+    finally:
+        group.shutdown()
+    sent = np.asarray(rec["comm"]["by_worker_sent"], dtype=float)
+    inputs = np.array([r["stats"]["input_nodes"] for r in results], dtype=float)
+    feat = np.asarray(rec["comm"]["matrix_by_category"]["feature"], dtype=float).sum(axis=1)
+    return {
+        "k": k,
+        "steps": steps,
+        "partition_s": t_part,
+        "simulate_s": rec["epoch_s"],
+        "bytes_by_category": rec["comm"]["by_category"],
+        "bytes_total": rec["comm"]["total_bytes"],
+        "bytes_per_worker_mean": float(sent.mean()),
+        "bytes_per_worker_max": float(sent.max()),
+        "feature_bytes_per_worker": feat.tolist(),
+        "remote_input_share": rec["remote_input_share"],
+        "remote_frontier_share": rec["remote_frontier_share"],
+        "cache_hit_rate": rec["cache_hit_rate"],
+        "cache_setup_bytes": int(sum(np.asarray(s["bytes"]).sum() for s in setup)),
+        "imbalance_bytes": float(sent.max() / sent.mean()) if sent.mean() else 1.0,
+        "imbalance_input_nodes": float(inputs.max() / inputs.mean()) if inputs.mean() else 1.0,
+        "input_nodes": int(inputs.sum()),
+        "train_nodes": int(sum(group.train_counts)),
+        "num_features": int(pset.num_features),
+    }
+
+
+def print_table(rows: list[dict[str, Any]], console: Console) -> None:
+    t = Table(title="simulated epoch per worker count (bytes sent, all workers)")
+    for col in ("k", "sample", "feature", "gradient", "total", "per worker (max)",
+                "remote inputs", "cache hit", "imbalance"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        b = r["bytes_by_category"]
+        t.add_row(str(r["k"]), fmt_bytes(b["sample"]), fmt_bytes(b["feature"]), fmt_bytes(b["gradient"]),
+                  fmt_bytes(r["bytes_total"]), fmt_bytes(r["bytes_per_worker_max"]),
+                  f"{100 * r['remote_input_share']:.1f}%",
+                  "-" if r["cache_hit_rate"] is None else f"{100 * r['cache_hit_rate']:.1f}%",
+                  f"{r['imbalance_bytes']:.2f}")
+    console.print(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gnntrain.simulate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", type=Path, required=True)
+    ap.add_argument("--parts", default="4,8,16", help="comma-separated worker counts, e.g. 4,8,16,32,64")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = ap.parse_args(argv)
+    console = Console()
+    try:
+        ks = [int(v) for v in args.parts.split(",") if v.strip()]
+        if not ks or min(ks) < 1:
+            raise ConfigError(f"--parts={args.parts!r}: expected comma-separated integers >= 1")
+        cfg = load_config(args.config, args.overrides)
+    except (ConfigError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
+    from gnntrain.data import load_dataset
+
+    graph = load_dataset(cfg.dataset)
+    rows = []
+    for k in ks:
+        rows.append(simulate_k(cfg, graph, k))
+        console.print(f"k={k}: {fmt_bytes(rows[-1]['bytes_total'])} per epoch "
+                      f"({rows[-1]['simulate_s']:.1f} s to simulate)")
+    print_table(rows, console)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"config": str(args.config), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from gnntrain.models import BlockGNN, flat_grads, set_flat_grads
 from samplers import NeighborSampler, PreparedBatch, SampledBatch, prepare
@@ -57,7 +57,7 @@ class ArrayReader:
         return self.deg[ids]
 
 
-def mix_seed(*parts: int) -> int:
+def mix_seed(*parts: int | str) -> int:
     """A 63-bit integer key derived from ``parts`` (stable across processes and runs)."""
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") >> 1
@@ -299,7 +299,9 @@ def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray
         sel = torch.from_numpy(src_ids)
         d = deg_all[sel] if deg_all is not None else None
         outs.append(model.layer(layer, h_all[sel], b - a, edge_index, d, d[:b - a] if d is not None else None))
-    return torch.cat(outs) if outs else h_all.new_zeros((0, model.convs[layer].out_channels if hasattr(model.convs[layer], "out_channels") else 0))
+    if not outs:
+        raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")
+    return torch.cat(outs)
 
 
 def accuracy_counts(logits: Tensor, y: Tensor) -> tuple[int, int]:

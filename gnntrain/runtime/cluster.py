@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -65,7 +66,7 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
         num_cpus = max(1, round(cfg.num_cpus)) if cfg.num_cpus else (os.cpu_count() or 1)
         ray.init(num_cpus=num_cpus, include_dashboard=False, object_store_memory=int(5e8),
                  _temp_dir=os.path.join(tempfile.gettempdir(), "ray"), log_to_driver=True,
-                 configure_logging=True, logging_level="warning")
+                 configure_logging=True, logging_level=logging.WARNING)
         started = True
     try:
         yield started

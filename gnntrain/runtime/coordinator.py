@@ -55,9 +55,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         res = _fit(cfg, LocalGroup(cfg, graph), run, ckpt, start_epoch, [int(graph.train_idx.size)],
                    progress)
     else:
-        from partition import build_partition_set, quality_report, write_report
-
         from gnntrain.runtime.cluster import ray_session
+        from partition import build_partition_set, quality_report, write_report
 
         workers = cfg.cluster.workers
         pset = build_partition_set(graph, cfg.partition)

@@ -54,16 +54,26 @@ from samplers import (
 class PartLike(Protocol):
     """The arrays a worker needs of its part (``partition.Part`` has them)."""
 
-    part_id: int
-    offsets: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
-    train_idx: np.ndarray
-    val_idx: np.ndarray
-    test_idx: np.ndarray
-    halo_ids: np.ndarray
+    @property
+    def part_id(self) -> int: ...
+    @property
+    def offsets(self) -> np.ndarray: ...
+    @property
+    def indptr(self) -> np.ndarray: ...
+    @property
+    def indices(self) -> np.ndarray: ...
+    @property
+    def x(self) -> np.ndarray: ...
+    @property
+    def y(self) -> np.ndarray: ...
+    @property
+    def train_idx(self) -> np.ndarray: ...
+    @property
+    def val_idx(self) -> np.ndarray: ...
+    @property
+    def test_idx(self) -> np.ndarray: ...
+    @property
+    def halo_ids(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

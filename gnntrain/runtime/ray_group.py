@@ -200,7 +200,7 @@ def actor_class(serve_threads: int = 4) -> Any:
                  "eval_begin", "eval_layer", "eval_counts", "comm_snapshot", "state",
                  "load_state", "shutdown"):
         setattr(cls, name, ray.method(concurrency_group="train")(getattr(WorkerActor, name)))
-    return ray.remote(concurrency_groups={"train": 1, "serve": serve_threads})(cls)
+    return ray.remote(concurrency_groups={"train": 1, "serve": serve_threads})(cls)  # type: ignore[call-overload]
 
 
 class RayGroup(WorkerGroup):

@@ -15,9 +15,9 @@ import torch
 import yaml
 
 from gnntrain.config import load_config
+from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
-from gnntrain.rundir import RunDir
 from tests.conftest import REPO
 from tests.runtime.helpers import final_params
 from tests.runtime.test_failures import wait_no_workers

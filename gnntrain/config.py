@@ -192,6 +192,8 @@ class ClusterConfig(_Frozen):
     address: str | None = Field(None, description="Ray address; None starts Ray embedded")
     num_cpus: float | None = Field(None, gt=0, description="CPUs for the embedded instance")
     cpus_per_worker: float | None = Field(None, gt=0)
+    gpus_per_worker: float | None = Field(None, gt=0, le=1, description="fraction of a GPU per worker "
+                                          "with train.device=cuda; default: the GPUs shared evenly")
     call_timeout_s: float = Field(120.0, gt=0)
     collective_timeout_s: float = Field(120.0, gt=0)
     epoch_timeout_s: float = Field(1800.0, gt=0)

@@ -136,13 +136,15 @@ class BatchPipeline:
     """
 
     def __init__(self, sampler: NeighborSampler, reader: FeatureReader, labels: Callable[[np.ndarray], np.ndarray],
-                 batches: list[np.ndarray], keys: list[int], *, prefetch: int, need_deg: bool) -> None:
+                 batches: list[np.ndarray], keys: list[int], *, prefetch: int, need_deg: bool,
+                 pin: bool = False) -> None:
         self.sampler = sampler
         self.reader = reader
         self.labels = labels
         self.batches = batches
         self.keys = keys
         self.need_deg = need_deg
+        self.pin = pin  # CUDA: page-locked host memory so the copy to the GPU is asynchronous
         self.wait_s = 0.0
         self._q: queue.Queue[Prepared | BaseException] = queue.Queue(maxsize=max(1, prefetch))
         self._stop = threading.Event()
@@ -163,6 +165,9 @@ class BatchPipeline:
         pb = prepare(sb, x, y)
         deg = (torch.from_numpy(self.reader.degrees(sb.input_nodes).astype(np.float32))
                if self.need_deg else None)
+        if self.pin:
+            pb = pb.pin_memory()
+            deg = deg.pin_memory() if deg is not None else None
         t2 = time.perf_counter()
         return Prepared(pb, deg, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges))
 
@@ -223,20 +228,22 @@ class EpochStats:
 
 
 def train_step(model: BlockGNN, opt: torch.optim.Optimizer, item: Prepared,
-               allreduce: AllReduce, stats: EpochStats) -> None:
+               allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None) -> None:
     """One synchronous step. Every worker calls it once per step, even with an empty batch,
     so the all-reduce always has all participants."""
+    device = device or torch.device("cpu")
     model.train()
     opt.zero_grad(set_to_none=False)
     t0 = time.perf_counter()
-    local = torch.zeros(3)
+    local = torch.zeros(3, device=device)
     if item.batch is not None:
-        b = item.batch
-        logits = model(b.x, b.blocks, item.deg)
+        b = item.batch.to(device, non_blocking=True)
+        deg = item.deg.to(device, non_blocking=True) if item.deg is not None else None
+        logits = model(b.x, b.blocks, deg)
         loss_sum = F.cross_entropy(logits, b.y, reduction="sum")
         loss_sum.backward()
-        local = torch.tensor([float(b.y.shape[0]), float(loss_sum.detach()),
-                              float((logits.argmax(1) == b.y).sum())])
+        local = torch.stack([torch.tensor(float(b.y.shape[0]), device=device), loss_sum.detach(),
+                             (logits.argmax(1) == b.y).sum().to(loss_sum.dtype)])
     # gradient sync: one flat buffer holding every gradient plus (count, loss, correct)
     buf = torch.cat([flat_grads(model), local])
     t1 = time.perf_counter()
@@ -260,12 +267,13 @@ def train_step(model: BlockGNN, opt: torch.optim.Optimizer, item: Prepared,
 
 def run_epoch(model: BlockGNN, opt: torch.optim.Optimizer, pipeline: BatchPipeline,
               allreduce: AllReduce, epoch: int,
-              on_step: Callable[[int], None] | None = None) -> EpochStats:
+              on_step: Callable[[int], None] | None = None,
+              device: torch.device | None = None) -> EpochStats:
     stats = EpochStats(epoch=epoch)
     t0 = time.perf_counter()
     try:
         for step, item in enumerate(pipeline):
-            train_step(model, opt, item, allreduce, stats)
+            train_step(model, opt, item, allreduce, stats, device)
             if on_step is not None:
                 on_step(step)
     finally:
@@ -285,6 +293,7 @@ def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray
     (owned rows come first). Rows are processed in chunks to bound memory.
     """
     model.eval()
+    device = next(model.parameters()).device
     n_dst = indptr.shape[0] - 1
     outs = []
     for a in range(0, n_dst, chunk):
@@ -297,8 +306,10 @@ def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray
         dst_local = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(indptr[a:b + 1]))
         edge_index = torch.from_numpy(np.stack([inv.astype(np.int64) + (b - a), dst_local]))
         sel = torch.from_numpy(src_ids)
-        d = deg_all[sel] if deg_all is not None else None
-        outs.append(model.layer(layer, h_all[sel], b - a, edge_index, d, d[:b - a] if d is not None else None))
+        d = deg_all[sel].to(device) if deg_all is not None else None
+        out = model.layer(layer, h_all[sel].to(device), b - a, edge_index.to(device), d,
+                          d[:b - a] if d is not None else None)
+        outs.append(out.cpu())
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")
     return torch.cat(outs)

@@ -134,7 +134,11 @@ class WorkerCore:
         self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,
                                        weighted=sc.weighted)
         self.num_classes = num_classes
-        self.model: BlockGNN = build_model(cfg.model, part.x.shape[1], num_classes, cfg.train.seed)
+        self.device = torch.device(cfg.train.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"train.device='cuda' but worker {rank} sees no CUDA device")
+        self.model: BlockGNN = build_model(cfg.model, part.x.shape[1], num_classes,
+                                           cfg.train.seed).to(self.device)
         self.opt = make_optimizer(self.model, cfg)
         self.attempt = 0  # which restart of the run this is (fault injection counts it)
         self._hidden: dict[int, np.ndarray] = {}
@@ -191,7 +195,7 @@ class WorkerCore:
         pipe = self._pipeline(*self._epoch_plan(epoch, steps))
         self.progress = {"epoch": epoch, "step": 0, "phase": "train"}
         stats = run_epoch(self.model, self.opt, pipe, self.allreduce, epoch,
-                          on_step=lambda step: self._step_done(epoch, step))
+                          on_step=lambda step: self._step_done(epoch, step), device=self.device)
         self.progress = {"epoch": epoch, "step": steps, "phase": "idle"}
         self._add_io_stats(stats, src0, rd0)
         return {"stats": stats.to_dict(), "comm": self.comm.take()}
@@ -237,7 +241,7 @@ class WorkerCore:
 
         return BatchPipeline(self.sampler, self.reader, labels, batches, keys,
                              prefetch=self.cfg.sampler.prefetch if prefetch is None else prefetch,
-                             need_deg=self.cfg.model.arch == "gcn")
+                             need_deg=self.cfg.model.arch == "gcn", pin=self.device.type == "cuda")
 
     def _counters(self) -> tuple[dict[str, int], dict[str, int]]:
         return dict(vars(self.source.stats)), dict(vars(self.reader.stats))
@@ -353,9 +357,11 @@ class WorkerCore:
                 for item in pipe:
                     if item.batch is None:
                         continue
-                    pred = self.model(item.batch.x, item.batch.blocks, item.deg).argmax(1)
-                    correct += int((pred == item.batch.y).sum())
-                    total += int(item.batch.y.shape[0])
+                    b = item.batch.to(self.device, non_blocking=True)
+                    deg = item.deg.to(self.device) if item.deg is not None else None
+                    pred = self.model(b.x, b.blocks, deg).argmax(1)
+                    correct += int((pred == b.y).sum())
+                    total += int(b.y.shape[0])
             finally:
                 pipe.close()
             out[split] = [correct, total]
@@ -363,7 +369,12 @@ class WorkerCore:
 
     # -- checkpoints ----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "opt": self.opt.state_dict()}
+        """Model and optimizer state on the CPU (checkpoints load on any device)."""
+        model = {k: v.cpu() for k, v in self.model.state_dict().items()}
+        opt = self.opt.state_dict()
+        opt["state"] = {k: {n: (t.cpu() if torch.is_tensor(t) else t) for n, t in st.items()}
+                        for k, st in opt["state"].items()}
+        return {"model": model, "opt": opt}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])

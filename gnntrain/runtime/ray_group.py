@@ -218,7 +218,13 @@ class RayGroup(WorkerGroup):
             raise ValueError(
                 f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
                 f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
-        self.pg = placement_group([{"CPU": per}] * world, strategy="PACK")
+        gpus = 0.0
+        if cfg.train.device == "cuda":  # several workers may share one GPU
+            gpus = cfg.cluster.gpus_per_worker or min(1.0, float(ray.cluster_resources().get("GPU", 0)) / world)
+            if gpus <= 0:
+                raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
+        bundle = {"CPU": per, **({"GPU": gpus} if gpus else {})}
+        self.pg = placement_group([bundle] * world, strategy="PACK")
         if not self.pg.wait(timeout_seconds=int(max(10, cfg.cluster.connect_timeout_s))):
             remove_placement_group(self.pg)
             raise RuntimeError(f"could not place {world} workers with {per} CPU each on the cluster "
@@ -226,7 +232,7 @@ class RayGroup(WorkerGroup):
         cls = actor_class()
         raw = cfg.model_dump(mode="json")
         self.actors = [
-            cls.options(num_cpus=per, max_restarts=0, name=None,
+            cls.options(num_cpus=per, num_gpus=gpus, max_restarts=0, name=None,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=self.pg, placement_group_bundle_index=r)
                         ).remote(raw, part_path, r, world)

@@ -14,6 +14,8 @@ class CacheConfig(BaseModel):
 
     policy: Literal["none", "degree", "presample", "lru", "fifo"] = "none"
     size: float = Field(0.0, ge=0.0, description="fraction of remote rows (<= 1) or a row count (> 1)")
+    unit: Literal["auto", "rows", "bytes"] = Field(
+        "auto", description="how to read size: auto (fraction if <= 1, else rows), rows, or bytes")
     presample_epochs: int = Field(1, ge=1)
 
 
@@ -29,7 +31,7 @@ class SamplerConfig(BaseModel):
     shuffle: bool = True
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")
     seed_order: Literal["random", "locality"] = "random"
-    cache: CacheConfig = Field(default_factory=CacheConfig)
+    cache: CacheConfig = Field(default_factory=lambda: CacheConfig.model_validate({}))
 
     @field_validator("fanouts")
     @classmethod

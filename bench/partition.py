@@ -1,0 +1,289 @@
+"""Partitioning: time, memory and edge cut, ours against the bare METIS call in the same run.
+
+    python -m bench.partition            # synthetic 1M nodes / 20M edges at k=4, 8 + real graphs
+    python -m bench.partition --smoke    # a 20k-node synthetic graph and Cora (seconds)
+
+Synthetic part (``gnntrain.data.synthetic``, 100 features): for each k, on the same
+symmetrised CSR and vertex weights, the bare ``METIS_PartGraphKway`` call (our ctypes
+binding, with and without METIS's spill-to-disk option), pymetis (one constraint: the
+reason for the ctypes binding), then ``build_partition_set`` from the in-memory graph to
+the set renamed into place (hash, symmetrise, METIS, renumber, write + checksums), for
+metis in both memory modes, random and ldg. Ratios: build time / bare METIS time of the
+same mode (wall and CPU time; on a shared machine the CPU ratio is the stable one);
+memory = peak RSS during the step minus the RSS before the graph existed, divided by the
+bytes of CSR + features. If ``GNNTRAIN_DGL_PYTHON`` names a Python with
+DGL, ``dgl.distributed.partition_graph`` runs on the same graph in a subprocess.
+
+Real part: Cora, CA-HepPh, GitHub, Tolokers (``../shared/datasets``) at k = 2, 4, 8, 16
+for metis, random and ldg (``assign_parts`` only): edge cut, cut / random cut,
+training-node and edge imbalance (max/mean). JSON goes to bench/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from gnntrain.config import DatasetConfig, SyntheticConfig, data_root
+from gnntrain.data.graph import Graph
+from gnntrain.data.synthetic import generate
+from partition import PartitionConfig, assign_parts, build_partition_set
+from partition.methods import symmetrize, vertex_weights
+from partition.metis import load_metis, part_graph_kway
+from partition.steps import StepRecorder, current_rss
+
+OUT = Path(__file__).resolve().parent / "out"
+MIB = 1 << 20
+REAL = {
+    "cora": DatasetConfig(name="cora", source="planetoid", path="planetoid", planetoid_name="Cora"),
+    "ca-hepph": DatasetConfig(name="ca-hepph", source="csv", path="snap/ca-HepPh/CA-HepPh.txt"),
+    "github": DatasetConfig(name="github", source="csv", path="musae/edges/git_edges.csv",
+                            labels="musae/target/git_target.csv", label_column="ml_target"),
+    "tolokers": DatasetConfig(name="tolokers", source="heterophilous", path="heterophilous/tolokers.npz"),
+}
+RECORDED = "recorded in the issue on another machine, not measured here: pymetis 11.6 s cut 0.19, " \
+           "DGL METIS 8.4 s cut 0.24, random 0.75 (1M/20M)"
+
+
+def cut_fraction(g: Graph, parts: np.ndarray) -> float:
+    return float(np.count_nonzero(parts[g.indices] != np.repeat(parts, g.in_degrees())) / max(g.num_edges, 1))
+
+
+def imbalance(parts: np.ndarray, k: int, weights: np.ndarray | None = None) -> float:
+    load = np.bincount(parts, weights=weights, minlength=k)
+    return float(load.max() / load.mean())
+
+
+def _stats(g: Graph, parts: np.ndarray, k: int) -> dict[str, float]:
+    return {"cut": cut_fraction(g, parts), "train_imb": imbalance(parts[g.train_idx], k),
+            "edge_imb": imbalance(parts, k, g.in_degrees().astype(float)),
+            "node_imb": imbalance(parts, k)}
+
+
+def _bare(g: Graph, sym: Any, w: np.ndarray, k: int, spill: str | None, name: str,
+          repeats: int) -> dict[str, Any]:
+    """The METIS call alone (what ``build_partition_set`` wraps); best of ``repeats``."""
+    best: dict[str, Any] = {}
+    for _ in range(repeats):
+        rec = StepRecorder()
+        with rec(name):
+            parts, _ = part_graph_kway(sym.xadj, sym.adjncy, k, vwgt=w, ubvec=1.05, seed=1,
+                                       spill_dir=spill)
+        s = rec.steps[0]
+        if not best or s.seconds < best["seconds"]:
+            best = {"seconds": s.seconds, "cpu_seconds": s.cpu_seconds}
+        best["peak_mib"] = max(best.get("peak_mib", 0.0), s.peak_rss_bytes / MIB)
+    return {"row": name, "k": k, **best, **_stats(g, parts, k), "parts": parts}
+
+
+def _pymetis(g: Graph, sym: Any, k: int) -> dict[str, Any] | None:
+    try:
+        import pymetis
+    except ImportError:
+        return None
+    rec = StepRecorder()
+    with rec("pymetis"):
+        _, parts = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(sym.xadj, sym.adjncy))
+    s = rec.steps[0]
+    return {"row": "pymetis, 1 constraint", "k": k, "seconds": s.seconds, "cpu_seconds": s.cpu_seconds,
+            "peak_mib": s.peak_rss_bytes / MIB, **_stats(g, np.asarray(parts), k)}
+
+
+def _build(g: Graph, cfg: PartitionConfig, root: Path, name: str, repeats: int) -> dict[str, Any]:
+    """``build_partition_set`` from the in-memory graph to the set in place; best of ``repeats``.
+    Peak memory is the largest of its own steps' peaks (each step resets the process peak)."""
+    best: dict[str, Any] = {}
+    for _ in range(repeats):
+        g._hash.clear()  # every build pays the content hash, as a freshly loaded graph would
+        t0, c0 = time.perf_counter(), time.process_time()
+        pset = build_partition_set(g, cfg, root, force=True)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        peak = max(s.peak_rss_bytes for s in pset.meta.steps) / MIB
+        if not best or wall < best["seconds"]:
+            best = {"seconds": wall, "cpu_seconds": cpu,
+                    "steps": {s.name: round(s.seconds, 3) for s in pset.meta.steps}}
+        best["peak_mib"] = max(best.get("peak_mib", 0.0), peak)
+        parts = pset.assignment()
+        shutil.rmtree(pset.path)
+    return {"row": name, "k": cfg.parts, **best, **_stats(g, parts, cfg.parts)}
+
+
+_DGL_SCRIPT = r"""
+import json, sys, time, numpy as np, dgl, torch
+from dgl.distributed import partition_graph
+d = np.load(sys.argv[1]); k = int(sys.argv[2]); out = sys.argv[3]
+n = d["indptr"].shape[0] - 1
+dst = np.repeat(np.arange(n), np.diff(d["indptr"]))
+g = dgl.graph((torch.from_numpy(d["indices"]), torch.from_numpy(dst)), num_nodes=n)
+g.ndata["feat"] = torch.from_numpy(d["x"])
+train = np.zeros(n, dtype=bool); train[d["train"]] = True
+g.ndata["train_mask"] = torch.from_numpy(train)
+t = time.perf_counter()
+nmap, _ = partition_graph(g, "g", k, out, part_method="metis", balance_ntypes=g.ndata["train_mask"],
+                          balance_edges=True, return_mapping=True)
+sec = time.perf_counter() - t
+meta = json.load(open(f"{out}/g.json"))
+ranges = meta["node_map"]["_N"]
+parts = np.empty(n, dtype=np.int64)
+for p, (a, b) in enumerate(ranges):
+    parts[nmap.numpy()[a:b]] = p
+print(json.dumps({"seconds": sec, "parts": parts.tolist()}))
+"""
+
+
+def _dgl(g: Graph, k: int) -> dict[str, Any] | None:
+    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    if not python:
+        return None
+    with tempfile.TemporaryDirectory(dir=OUT) as tmp:
+        npz = Path(tmp) / "g.npz"
+        np.savez(npz, indptr=g.indptr, indices=g.indices, x=g.x, train=g.train_idx)
+        proc = subprocess.run([python, "-c", _DGL_SCRIPT, str(npz), str(k), str(Path(tmp) / "out")],
+                              capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        return {"row": "DGL partition_graph", "k": k, "error": proc.stderr[-500:]}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"row": "DGL partition_graph", "k": k, "seconds": res["seconds"],
+            **_stats(g, np.asarray(res["parts"], dtype=np.int64), k)}
+
+
+def synthetic(nodes: int, ks: list[int], repeats: int, con: Console) -> list[dict[str, Any]]:
+    base = current_rss()
+    t0 = time.perf_counter()
+    g = generate(SyntheticConfig(nodes=nodes, avg_degree=20, features=100), name=f"synthetic-{nodes}")
+    gen_s = time.perf_counter() - t0
+    data = g.indptr.nbytes + g.indices.nbytes + g.x.nbytes
+    con.print(f"synthetic: {g.num_nodes} nodes, {g.num_edges} edges, 100 features, generated in "
+              f"{gen_s:.1f} s; CSR + features = {data / MIB:.0f} MiB; RSS before the graph "
+              f"{base / MIB:.0f} MiB")
+    rows: list[dict[str, Any]] = []
+    root = Path(tempfile.mkdtemp(prefix="partitions-", dir=OUT))
+    spill = tempfile.mkdtemp(prefix="metis-spill-", dir=OUT)
+    try:
+        for k in ks:
+            sym = symmetrize(g, load_metis().idx_dtype)
+            w, _ = vertex_weights(g, PartitionConfig(parts=k))
+            bare_spill = _bare(g, sym, w, k, spill, "bare METIS, spill", repeats)
+            bare_mem = _bare(g, sym, w, k, None, "bare METIS, in memory", repeats)
+            same = bool(np.array_equal(bare_spill.pop("parts"), bare_mem.pop("parts")))
+            py = _pymetis(g, sym, k)
+            del sym, w
+            built = [
+                _build(g, PartitionConfig(parts=k), root, "build metis, spill", repeats),
+                _build(g, PartitionConfig(parts=k, metis_spill=False), root, "build metis, in memory",
+                       repeats),
+                _build(g, PartitionConfig(parts=k, method="random"), root, "build random", 1),
+                _build(g, PartitionConfig(parts=k, method="ldg"), root, "build ldg", 1),
+            ]
+            for b, bare in ((built[0], bare_spill), (built[1], bare_mem)):
+                b["vs_bare"] = b["seconds"] / bare["seconds"]
+                b["cpu_vs_bare"] = b["cpu_seconds"] / bare["cpu_seconds"]
+            bare_spill["spill_same_parts"] = same
+            dgl = _dgl(g, k)
+            for r in [bare_spill, bare_mem, py, *built, dgl]:
+                if r is not None:
+                    r["mem_ratio"] = (r["peak_mib"] * MIB - base) / data if "peak_mib" in r else None
+                    rows.append(r)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(spill, ignore_errors=True)
+    t = Table(title=f"synthetic {g.num_nodes} nodes / {g.num_edges} edges: time and memory "
+                    "(ratios against the bare METIS call of the same mode, same run)")
+    for col in ("k", "row", "seconds", "x bare", "CPU s", "CPU x bare", "peak RSS MiB",
+                "mem / (CSR+x)", "edge cut", "train imb", "edge imb"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        if "error" in r:
+            t.add_row(str(r["k"]), r["row"], "failed", *[""] * 8)
+            continue
+        t.add_row(str(r["k"]), r["row"], f"{r['seconds']:.2f}",
+                  f"{r['vs_bare']:.2f}" if "vs_bare" in r else "",
+                  f"{r['cpu_seconds']:.2f}" if "cpu_seconds" in r else "-",
+                  f"{r['cpu_vs_bare']:.2f}" if "cpu_vs_bare" in r else "",
+                  f"{r['peak_mib']:.0f}" if "peak_mib" in r else "-",
+                  f"{r['mem_ratio']:.2f}" if r.get("mem_ratio") is not None else "-",
+                  f"{r['cut']:.3f}", f"{r['train_imb']:.3f}", f"{r['edge_imb']:.3f}")
+    con.print(t)
+    for r in rows:
+        if "steps" in r:
+            con.print(f"  k={r['k']} {r['row']}: steps {r['steps']}")
+        if "spill_same_parts" in r:
+            con.print(f"  k={r['k']}: spill and in-memory METIS gave identical parts: {r['spill_same_parts']}")
+    con.print("  x bare: build time / bare METIS time of the same memory mode; CPU columns count all "
+              "threads' CPU time, which other processes on the machine do not inflate; mem: peak RSS "
+              "during the step minus RSS before the graph existed, over the bytes of CSR + features")
+    for k in ks:
+        b = next(r for r in rows if r["k"] == k and r["row"] == "build metis, spill")
+        con.print(f"  k={k} default (spill): build / bare METIS = {b['vs_bare']:.2f} wall, "
+                  f"{b['cpu_vs_bare']:.2f} CPU (target <= 1.3); peak memory = {b['mem_ratio']:.2f} x "
+                  "(CSR + features) (target <= 3)"
+                  + ("  [graph too small for these targets to mean anything]" if nodes < 500_000 else ""))
+    if not os.environ.get("GNNTRAIN_DGL_PYTHON"):
+        con.print("  DGL: skipped (set GNNTRAIN_DGL_PYTHON to a Python with DGL to run it); " + RECORDED)
+    return [{**r, "graph": g.name, "generate_seconds": gen_s, "data_bytes": data} for r in rows]
+
+
+def real(names: list[str], ks: list[int], con: Console) -> list[dict[str, Any]]:
+    from gnntrain.data import load_dataset
+
+    rows: list[dict[str, Any]] = []
+    if not data_root().is_dir():
+        con.print(f"real graphs: skipped, {data_root()} not found (set GNNTRAIN_DATA)")
+        return rows
+    for name in names:
+        g = load_dataset(REAL[name])
+        for k in ks:
+            found = {}
+            for method in ("metis", "random", "ldg"):
+                t0 = time.perf_counter()
+                parts = assign_parts(g, PartitionConfig(parts=k, method=method))
+                found[method] = {"seconds": time.perf_counter() - t0, **_stats(g, parts, k)}
+            for method, r in found.items():
+                rows.append({"graph": name, "nodes": g.num_nodes, "edges": g.num_edges, "k": k,
+                             "method": method, **r, "vs_random": r["cut"] / found["random"]["cut"]})
+    t = Table(title="real graphs: edge cut (share of stored edges), cut / random cut (same run), "
+                    "imbalance max/mean")
+    for col in ("graph", "k", "method", "edge cut", "x random", "train imb", "edge imb", "node imb", "seconds"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(r["graph"], str(r["k"]), r["method"], f"{r['cut']:.3f}", f"{r['vs_random']:.2f}",
+                  f"{r['train_imb']:.3f}", f"{r['edge_imb']:.3f}", f"{r['node_imb']:.3f}", f"{r['seconds']:.2f}")
+    con.print(t)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.partition", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="20k-node synthetic graph and Cora only")
+    ap.add_argument("--nodes", type=int, default=1_000_000, help="synthetic graph size")
+    ap.add_argument("--ks", default="4,8", help="k for the synthetic graph")
+    ap.add_argument("--repeats", type=int, default=1, help="best of N for the METIS rows")
+    ap.add_argument("--skip-real", action="store_true")
+    args = ap.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    con = Console(width=max(Console().width, 160))
+    nodes, ks = (20_000, [4]) if args.smoke else (args.nodes, [int(k) for k in args.ks.split(",")])
+    result: dict[str, Any] = {"smoke": args.smoke, "synthetic": synthetic(nodes, ks, args.repeats, con)}
+    if not args.skip_real:
+        names, real_ks = (["cora"], [2, 4]) if args.smoke else (list(REAL), [2, 4, 8, 16])
+        result["real"] = real(names, real_ks, con)
+    path = OUT / ("partition-smoke.json" if args.smoke else "partition.json")
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    con.print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Writing a partition set: assign parts, renumber, write every part, rename into place.
+
+:func:`build_partition_set` is the one entry point. It is idempotent: a set whose key
+(graph hash + settings + format version) already exists is opened and returned without
+any partitioning. The layout is documented in :mod:`partition.format`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from gnntrain.data.graph import Graph
+from partition import _kernels
+from partition.config import PartitionConfig
+from partition.errors import PartitionError
+from partition.format import (
+    FORMAT_VERSION,
+    FileEntry,
+    PartCounts,
+    PartitionMeta,
+    meta_digest,
+    write_npy,
+)
+from partition.methods import assign_parts, check_request
+from partition.steps import StepRecorder
+from partition.store import PartitionSet, open_partition_set, settings_of
+
+__all__ = ["Renumbering", "build_partition_set", "renumber", "set_key", "set_path"]
+
+
+def set_key(graph_hash: str, cfg: PartitionConfig) -> str:
+    """16 hex chars of SHA-256 over the graph hash, the settings and the format version."""
+    body = json.dumps({"graph": graph_hash, "settings": settings_of(cfg), "format": FORMAT_VERSION},
+                      sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def _set_prefix(graph: Graph, cfg: PartitionConfig) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", graph.name) or "graph"
+    return f"{name}-{cfg.method}-k{cfg.parts}-"
+
+
+def set_path(root: str | Path, graph: Graph, cfg: PartitionConfig) -> Path:
+    """Directory of the set for this graph and these settings (it may not exist yet)."""
+    return Path(root) / (_set_prefix(graph, cfg) + set_key(graph.content_hash(), cfg))
+
+
+def _may_exist(root: Path, graph: Graph, cfg: PartitionConfig) -> bool:
+    """False only when no set of this graph name, method and k is under ``root`` (then the
+    content hash cannot find one, and hashing may overlap partitioning)."""
+    prefix = _set_prefix(graph, cfg)
+    try:
+        return any(p.name.startswith(prefix) for p in root.iterdir())
+    except OSError:
+        return False
+
+
+class Renumbering:
+    """Nodes sorted by part: ``perm[new] = orig``, ``new_of[orig] = new``, ``offsets[k + 1]``."""
+
+    def __init__(self, parts: np.ndarray, k: int) -> None:
+        self.perm = np.argsort(parts, kind="stable").astype(np.int64)
+        self.new_of = np.empty_like(self.perm)
+        self.new_of[self.perm] = np.arange(self.perm.shape[0], dtype=np.int64)
+        self.offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(parts, minlength=k), out=self.offsets[1:])
+
+
+def renumber(parts: np.ndarray, k: int) -> Renumbering:
+    return Renumbering(parts, k)
+
+
+def _make_tmp(root: Path, name: str) -> Path:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+    except OSError as e:
+        raise PartitionError(
+            f"partition.root={str(root)!r}: cannot create a partition set there "
+            f"({e.strerror or e}); choose a writable directory (partition.root or --root)") from None
+
+
+def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, np.ndarray],
+                 mark: np.ndarray) -> tuple[dict[str, np.ndarray], PartCounts]:
+    """Every array of part ``p`` (see :mod:`partition.format`) and its counts."""
+    s, t = int(ren.offsets[p]), int(ren.offsets[p + 1])
+    owned = ren.perm[s:t]
+    deg = graph.indptr[owned + 1] - graph.indptr[owned]
+    indptr = np.zeros(t - s + 1, dtype=np.int64)
+    np.cumsum(deg, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), dtype=np.int64)
+    _kernels.permute_rows(graph.indptr, graph.indices, owned, ren.new_of, indptr, indices)
+    remote = indices[(indices < s) | (indices >= t)]
+    mark[remote] = True
+    halo = np.flatnonzero(mark).astype(np.int64)
+    mark[halo] = False
+    arrays: dict[str, np.ndarray] = {
+        "indptr": indptr, "indices": indices, "x": graph.x[owned], "y": graph.y[owned],
+        "orig_ids": owned, "halo_ids": halo,
+        "halo_offsets": np.searchsorted(halo, ren.offsets).astype(np.int64),
+    }
+    counts = {}
+    for split, ids in new_splits.items():
+        lo, hi = np.searchsorted(ids, [s, t])
+        arrays[f"{split}_idx"] = ids[lo:hi]
+        counts[split] = int(hi - lo)
+    return arrays, PartCounts(nodes=t - s, edges=int(indices.shape[0]), halo=int(halo.shape[0]),
+                              cut_edges=int(remote.shape[0]), **counts)
+
+
+class _Writer:
+    """Checksums and writes files on one background thread (hashlib, file writes and numpy
+    gathers release the GIL), so part ``p`` is written while part ``p + 1`` is gathered.
+    At most two parts' arrays are alive at once."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.pending: list[tuple[str, Future[FileEntry]]] = []
+        self.files: dict[str, FileEntry] = {}
+
+    def submit(self, tmp: Path, rel: str, arr: np.ndarray) -> None:
+        self.pending.append((rel, self.pool.submit(write_npy, tmp / rel, arr)))
+
+    def drain(self) -> None:
+        for rel, fut in self.pending:
+            self.files[rel] = fut.result()
+        self.pending.clear()
+
+
+def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
+               rec: StepRecorder, key: str) -> None:
+    with rec("renumber"):
+        ren = renumber(parts, cfg.parts)
+        new_splits = {s: np.sort(ren.new_of[graph.split_idx(s)]) for s in ("train", "val", "test")}
+    with rec("write"), ThreadPoolExecutor(1, thread_name_prefix="partition-writer") as pool:
+        w = _Writer(pool)
+        w.submit(tmp, "global_degrees.npy", graph.in_degrees()[ren.perm])
+        w.submit(tmp, "new_ids.npy", ren.new_of)
+        w.submit(tmp, "orig_ids.npy", ren.perm)
+        mark = np.zeros(graph.num_nodes, dtype=bool)
+        counts = []
+        for p in range(cfg.parts):
+            arrays, c = _part_arrays(graph, ren, p, new_splits, mark)
+            counts.append(c)
+            w.drain()
+            (tmp / f"part-{p}").mkdir()
+            for name, arr in arrays.items():
+                w.submit(tmp, f"part-{p}/{name}.npy", arr)
+            del arrays
+        w.drain()
+    cut = sum(c.cut_edges for c in counts)
+    meta = PartitionMeta(
+        format_version=FORMAT_VERSION, key=key, graph_name=graph.name, graph_hash=graph.content_hash(),
+        method=cfg.method, settings=settings_of(cfg), num_parts=cfg.parts, num_nodes=graph.num_nodes,
+        num_edges=graph.num_edges, num_features=graph.num_features, num_classes=graph.num_classes,
+        feature_dtype=graph.x.dtype.name, offsets=ren.offsets.tolist(), parts=counts,
+        edge_cut=cut, edge_cut_fraction=cut / max(graph.num_edges, 1), files=dict(sorted(w.files.items())),
+        steps=rec.steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)})
+    meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
+    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Rename the finished set into place (replacing an old one only when forced)."""
+    old = None
+    if path.exists():
+        old = path.with_name(f".trash-{path.name}-{os.getpid()}")
+        os.rename(path, old)
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        if old is not None:
+            os.rename(old, path)  # put the previous set back
+        elif path.exists():  # another process finished the same set first: use theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | None = None, *,
+                        force: bool = False) -> PartitionSet:
+    """Partition ``graph`` and write the set under ``root`` (default ``cfg.root``).
+
+    Returns the existing set, without rework, when one with the same graph hash and
+    settings is already there (its meta and file sizes are checked; checksums are
+    verified when a part is loaded). ``force`` rebuilds it. Steps (time, peak memory)
+    are recorded in ``meta.steps``; when no set of the same graph name, method and k
+    exists yet, the graph's content hash is computed on a second thread while the graph
+    is partitioned, and the ``hash`` step is only the wait for it.
+    """
+    check_request(graph, cfg)
+    root = Path(cfg.root if root is None else root)
+    rec = StepRecorder()
+    if not force and _may_exist(root, graph, cfg):
+        with rec("hash"):
+            graph_hash = graph.content_hash()
+        path = set_path(root, graph, cfg)
+        if path.exists():
+            pset = open_partition_set(path, expect_graph_hash=graph_hash)
+            pset.check_matches(graph_hash, cfg)
+            pset.check_files()
+            pset.reused = True
+            return pset
+    tmp = _make_tmp(root, _set_prefix(graph, cfg).rstrip("-"))
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="partition-hash") as pool:
+            # SHA-256 releases the GIL: the hash (~0.3 s per GB) runs beside symmetrise + METIS
+            hashing = pool.submit(graph.content_hash)
+            parts = assign_parts(graph, cfg, steps=rec)
+            with rec("hash"):  # the wait for the background hash, usually ~0
+                graph_hash = hashing.result()
+        path = set_path(root, graph, cfg)
+        _write_set(tmp, graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1])
+        _move_into_place(tmp, path)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "
+                             f"({e.strerror or e}); check free space and permissions") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return open_partition_set(path, expect_graph_hash=graph_hash)

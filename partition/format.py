@@ -1,0 +1,206 @@
+"""On-disk format of a partition set (``FORMAT_VERSION = 1``).
+
+One directory per partition set, named ``<graph>-<method>-k<k>-<key>`` under the
+partition root (``partition.root``, default ``partitions/``). ``key`` is a hash of the
+graph's content hash, every setting of :class:`~partition.config.PartitionConfig` except
+``root`` and ``metis_spill``, and the format version: a changed graph or setting makes a new set, the same
+ones reuse it. Every array is a plain ``.npy`` file, so a worker memory-maps its own part
+without reading the others. The set is written into ``<root>/.tmp-...`` and renamed into
+place, so an interrupted run never leaves a half set under the final name. ``N`` nodes,
+``k`` parts, ``n_p`` nodes and ``e_p`` in-edges owned by part ``p``, ``F`` features::
+
+    <graph>-<method>-k<k>-<key>/
+    ├── meta.json              the PartitionMeta below (JSON)
+    ├── global_degrees.npy     int64 [N]         in-degree of every node, new numbering
+    ├── new_ids.npy            int64 [N]         new id of each original id
+    ├── orig_ids.npy           int64 [N]         original id of each new id
+    └── part-<p>/              one per part p = 0 .. k-1; owns new ids [offsets[p], offsets[p+1])
+        ├── indptr.npy         int64 [n_p + 1]   CSR of in-neighbours; row r is node offsets[p] + r
+        ├── indices.npy        int64 [e_p]       in-neighbour ids in the new global numbering
+        ├── x.npy              float32 [n_p, F]  features of the owned nodes
+        ├── y.npy              int64 [n_p]       labels of the owned nodes
+        ├── train_idx.npy      int64             new ids of owned training nodes, sorted
+        ├── val_idx.npy        int64             new ids of owned validation nodes, sorted
+        ├── test_idx.npy       int64             new ids of owned test nodes, sorted
+        ├── orig_ids.npy       int64 [n_p]       original id of each owned node
+        ├── halo_ids.npy       int64 [h_p]       remote in-neighbours (1-hop halo), sorted by new id
+        └── halo_offsets.npy   int64 [k + 1]     halo_ids[halo_offsets[q]:halo_offsets[q + 1]] are owned by q
+
+Renumbering: nodes are sorted by part (stable, so original order is kept inside a part);
+part ``p`` owns the contiguous new ids ``[offsets[p], offsets[p + 1])`` and the partition
+book is just ``offsets``: ``owner(v) = searchsorted(offsets, v, side='right') - 1``. The
+stored CSR is the graph's own in-neighbour CSR (a directed graph stays directed; METIS
+saw the symmetrised copy), self-loops and isolated nodes included.
+
+``meta.json`` fields (:class:`PartitionMeta`):
+
+* ``format_version`` (int): 1. Another value is refused with a message saying how to rebuild.
+* ``key`` (str): the hash in the directory name (graph hash + settings + format version).
+* ``graph_name``, ``graph_hash`` (str): ``Graph.name`` and ``Graph.content_hash()``.
+* ``method`` (str) and ``settings`` (object): the ``PartitionConfig`` fields except
+  ``root`` and ``metis_spill``.
+* ``num_parts`` (k), ``num_nodes`` (N), ``num_edges`` (stored directed edges),
+  ``num_features`` (F), ``num_classes`` (int); ``feature_dtype`` (str, ``float32``).
+* ``offsets`` (list of k + 1 ints): the partition book.
+* ``parts`` (list of k objects): per part ``nodes``, ``edges`` (stored in-edges), ``train``,
+  ``val``, ``test``, ``halo`` (distinct remote in-neighbours) and ``cut_edges`` (in-edges
+  from another part).
+* ``edge_cut`` (int) and ``edge_cut_fraction`` (float): stored edges whose two ends have
+  different owners, as a count and as a share of ``num_edges``.
+* ``files`` (object): for every ``.npy`` file, keyed by its path relative to the set,
+  ``sha256`` (hex of the whole file), ``bytes``, ``dtype`` and ``shape``.
+* ``steps`` (list): name, wall and CPU seconds, resident memory at the start and peak of
+  each build step.
+* ``created_utc`` (str, ISO 8601), ``library`` (object: versions that wrote the set).
+* ``meta_sha256`` (str): SHA-256 of this JSON without this field (sorted keys), so an
+  edited ``meta.json`` is detected like an edited array file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from partition.errors import PartitionChecksumError
+from partition.steps import StepStat
+
+__all__ = [
+    "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "PartCounts", "PartitionMeta",
+    "meta_digest", "read_npy", "write_npy",
+]
+
+FORMAT_VERSION = 1
+SET_FILES = ("global_degrees.npy", "new_ids.npy", "orig_ids.npy")
+PART_FILES = ("indptr.npy", "indices.npy", "x.npy", "y.npy", "train_idx.npy", "val_idx.npy",
+              "test_idx.npy", "orig_ids.npy", "halo_ids.npy", "halo_offsets.npy")
+_CHUNK = 16 << 20
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FileEntry(_Model):
+    """Checksum and layout of one ``.npy`` file of the set."""
+
+    sha256: str
+    bytes: int
+    dtype: str
+    shape: list[int]
+
+
+class PartCounts(_Model):
+    """Sizes of one part, as written."""
+
+    nodes: int
+    edges: int
+    train: int
+    val: int
+    test: int
+    halo: int
+    cut_edges: int
+
+
+class PartitionMeta(_Model):
+    """``meta.json``: everything a reader needs before opening any array (see module docstring)."""
+
+    format_version: int
+    key: str
+    graph_name: str
+    graph_hash: str
+    method: str
+    settings: dict[str, Any]
+    num_parts: int = Field(ge=1)
+    num_nodes: int = Field(ge=1)
+    num_edges: int = Field(ge=0)
+    num_features: int = Field(ge=0)
+    num_classes: int = Field(ge=1)
+    feature_dtype: str
+    offsets: list[int]
+    parts: list[PartCounts]
+    edge_cut: int
+    edge_cut_fraction: float
+    files: dict[str, FileEntry]
+    steps: list[StepStat]
+    created_utc: str
+    library: dict[str, str]
+    meta_sha256: str = ""
+
+
+def meta_digest(meta: PartitionMeta) -> str:
+    """SHA-256 of the meta's JSON without ``meta_sha256`` (sorted keys, compact)."""
+    body = meta.model_dump(mode="json", exclude={"meta_sha256"})
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_npy(path: Path, arr: np.ndarray) -> FileEntry:
+    """Write ``arr`` as ``.npy`` and checksum the bytes on the way out (no second read)."""
+    arr = np.ascontiguousarray(arr)
+    h = hashlib.sha256()
+    with path.open("wb") as raw:
+        f = _HashingWriter(raw, h)
+        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))  # type: ignore[arg-type]
+        data = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")  # type: ignore[arg-type]
+        for start in range(0, len(data), _CHUNK):
+            f.write(data[start:start + _CHUNK])
+        size = f.count
+    return FileEntry(sha256=h.hexdigest(), bytes=size, dtype=arr.dtype.str, shape=list(arr.shape))
+
+
+class _HashingWriter:
+    def __init__(self, raw: BinaryIO, h: Any) -> None:
+        self.raw, self.h, self.count = raw, h, 0
+
+    def write(self, b: bytes | memoryview) -> int:
+        self.h.update(b)
+        self.count += len(b)
+        return self.raw.write(b)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_present(root: Path, rel: str, entry: FileEntry) -> Path:
+    """Raise :class:`PartitionChecksumError` if the file is missing or has the wrong size."""
+    path = root / rel
+    how = f"delete {root} to rebuild the set (or rerun with force=True / --force)"
+    if not path.is_file():
+        raise PartitionChecksumError(f"partition file {path} is missing; {how}")
+    size = path.stat().st_size
+    if size != entry.bytes:
+        raise PartitionChecksumError(
+            f"partition file {path} has {size} bytes, meta.json recorded {entry.bytes} "
+            f"(truncated or replaced); {how}")
+    return path
+
+
+def read_npy(root: Path, rel: str, entry: FileEntry, *, mmap: bool, verify: bool) -> np.ndarray:
+    """Load one array file, checking size, optional SHA-256, dtype and shape against ``entry``."""
+    path = check_present(root, rel, entry)
+    if verify:
+        got = _file_sha256(path)
+        if got != entry.sha256:
+            raise PartitionChecksumError(
+                f"partition file {path} fails its checksum (sha256 {got[:16]}..., meta.json "
+                f"recorded {entry.sha256[:16]}...): it was altered or corrupted; delete {root} "
+                "to rebuild the set (or rerun with force=True / --force)")
+    try:
+        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError as e:
+        raise PartitionChecksumError(f"partition file {path} is not a readable .npy file ({e}); "
+                                     f"delete {root} to rebuild the set") from None
+    if arr.dtype.str != entry.dtype or list(arr.shape) != entry.shape:
+        raise PartitionChecksumError(
+            f"partition file {path} holds {arr.dtype.str} {list(arr.shape)}, meta.json recorded "
+            f"{entry.dtype} {entry.shape}; delete {root} to rebuild the set")
+    return arr

@@ -1,0 +1,213 @@
+"""Reading a partition set: :func:`open_partition_set`, :class:`PartitionSet`, :class:`Part`.
+
+The layout is documented in :mod:`partition.format`. Opening a set reads ``meta.json``
+only; each part's arrays are memory-mapped on :meth:`PartitionSet.load_part` after their
+checksums are verified, so a worker touches its own part and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from partition.config import PartitionConfig
+from partition.errors import PartitionChecksumError, PartitionError, PartitionFormatError
+from partition.format import (
+    FORMAT_VERSION,
+    PART_FILES,
+    SET_FILES,
+    PartitionMeta,
+    check_present,
+    meta_digest,
+    read_npy,
+)
+
+__all__ = ["Part", "PartitionSet", "open_partition_set", "settings_of"]
+
+
+def settings_of(cfg: PartitionConfig) -> dict[str, Any]:
+    """The settings that key a partition set: every config field except ``root`` and
+    ``metis_spill`` (which change where and how, never which parts)."""
+    return cfg.model_dump(mode="json", exclude={"root", "metis_spill"})
+
+
+@dataclass(frozen=True, eq=False)
+class Part:
+    """One part, as a worker sees it. All ids are in the NEW global numbering.
+
+    Row ``r`` of ``indptr``/``indices`` is node ``start + r``; ``indices`` are in-neighbour
+    ids (owned or remote). ``halo_ids`` are the distinct remote in-neighbours, sorted, and
+    ``halo_ids[halo_offsets[q]:halo_offsets[q + 1]]`` are the ones owned by part ``q``.
+    """
+
+    part_id: int
+    offsets: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+    orig_ids: np.ndarray
+    halo_ids: np.ndarray
+    halo_offsets: np.ndarray
+
+    @property
+    def start(self) -> int:
+        return int(self.offsets[self.part_id])
+
+    @property
+    def stop(self) -> int:
+        return int(self.offsets[self.part_id + 1])
+
+    @property
+    def num_owned(self) -> int:
+        return self.stop - self.start
+
+    def halo_of(self, q: int) -> np.ndarray:
+        """Remote in-neighbours owned by part ``q``."""
+        return self.halo_ids[self.halo_offsets[q]:self.halo_offsets[q + 1]]
+
+
+class PartitionSet:
+    """A partition set on disk: the partition book plus lazy access to every part."""
+
+    def __init__(self, path: Path, meta: PartitionMeta) -> None:
+        self.path = path
+        self.meta = meta
+        self.offsets = np.asarray(meta.offsets, dtype=np.int64)
+        self._global: dict[str, np.ndarray] = {}
+        self.reused = False  # set by build_partition_set when it returned an existing set
+
+    def __repr__(self) -> str:
+        return (f"PartitionSet({str(self.path)!r}, method={self.meta.method!r}, "
+                f"k={self.num_parts}, nodes={self.num_nodes})")
+
+    @property
+    def num_parts(self) -> int:
+        return self.meta.num_parts
+
+    @property
+    def num_nodes(self) -> int:
+        return self.meta.num_nodes
+
+    @property
+    def num_features(self) -> int:
+        return self.meta.num_features
+
+    @property
+    def num_classes(self) -> int:
+        return self.meta.num_classes
+
+    def owner(self, ids: np.ndarray) -> np.ndarray:
+        """Part owning each new id (int64), by one ``searchsorted`` on the offsets."""
+        ids = np.asarray(ids, dtype=np.int64)
+        self._check_ids("ids", ids)
+        return np.searchsorted(self.offsets, ids, side="right").astype(np.int64) - 1
+
+    def _check_ids(self, name: str, ids: np.ndarray) -> None:
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
+            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+            raise PartitionError(f"{name}: node id {bad} is outside [0, num_nodes={self.num_nodes})")
+
+    def _set_array(self, name: str) -> np.ndarray:
+        if name not in self._global:
+            self._global[name] = read_npy(self.path, name, self.meta.files[name], mmap=True, verify=True)
+        return self._global[name]
+
+    def global_degrees(self) -> np.ndarray:
+        """In-degree of every node in the new numbering (int64 ``[N]``, memory-mapped)."""
+        return self._set_array("global_degrees.npy")
+
+    def new_ids(self, orig_ids: np.ndarray) -> np.ndarray:
+        """New ids of the given original ids."""
+        ids = np.asarray(orig_ids, dtype=np.int64)
+        self._check_ids("orig_ids", ids)
+        return np.asarray(self._set_array("new_ids.npy")[ids])
+
+    def orig_ids(self, new_ids: np.ndarray) -> np.ndarray:
+        """Original ids of the given new ids (maps results back to the input graph)."""
+        ids = np.asarray(new_ids, dtype=np.int64)
+        self._check_ids("new_ids", ids)
+        return np.asarray(self._set_array("orig_ids.npy")[ids])
+
+    def assignment(self) -> np.ndarray:
+        """Part of every ORIGINAL node id (int64 ``[N]``), as :func:`assign_parts` returned it."""
+        return self.owner(np.asarray(self._set_array("new_ids.npy")))
+
+    def load_part(self, p: int, *, mmap: bool = True, verify: bool = True) -> Part:
+        """Load part ``p`` alone; ``verify`` checks each file's SHA-256 against meta.json first."""
+        if not isinstance(p, int | np.integer) or not 0 <= int(p) < self.num_parts:
+            raise PartitionError(f"part p={p!r}: expected an int in [0, {self.num_parts})")
+        p = int(p)
+        arrays = {name[:-4]: read_npy(self.path, f"part-{p}/{name}", self.meta.files[f"part-{p}/{name}"],
+                                      mmap=mmap, verify=verify) for name in PART_FILES}
+        return Part(part_id=p, offsets=self.offsets, **arrays)
+
+    def check_files(self, *, verify: bool = False) -> None:
+        """Check that every file of the set is present with its recorded size (and checksum)."""
+        for rel, entry in self.meta.files.items():
+            if verify:
+                read_npy(self.path, rel, entry, mmap=True, verify=True)
+            else:
+                check_present(self.path, rel, entry)
+
+    def check_matches(self, graph_hash: str, cfg: PartitionConfig | None = None) -> None:
+        """Raise :class:`PartitionFormatError` if the set was built from another graph or settings."""
+        how = f"delete {self.path} or build a new set with build_partition_set (force=True rebuilds)"
+        if self.meta.graph_hash != graph_hash:
+            raise PartitionFormatError(
+                f"partition set {self.path} was built from graph {self.meta.graph_name!r} "
+                f"(hash {self.meta.graph_hash}), not from this graph (hash {graph_hash}); {how}")
+        if cfg is not None and self.meta.settings != settings_of(cfg):
+            raise PartitionFormatError(
+                f"partition set {self.path} was built with settings {self.meta.settings}, "
+                f"not {settings_of(cfg)}; {how}")
+
+
+def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None) -> PartitionSet:
+    """Open a set written by :func:`~partition.build.build_partition_set`.
+
+    Validates ``meta.json`` (format version, fields, its own checksum) and that the
+    set-level files are present; parts are checked when loaded. ``expect_graph_hash``
+    additionally refuses a set built from another graph.
+    """
+    root = Path(path)
+    meta_path = root / "meta.json"
+    rebuild = ("rebuild it with build_partition_set(graph, cfg, force=True) or "
+               "`python -m partition --config <dataset.yaml> --force`")
+    if not meta_path.is_file():
+        raise PartitionFormatError(f"{root} is not a partition set (no meta.json); {rebuild}")
+    try:
+        raw = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as e:
+        raise PartitionChecksumError(f"{meta_path} is unreadable ({e}); delete {root} and {rebuild}") from None
+    version = raw.get("format_version") if isinstance(raw, dict) else None
+    if version != FORMAT_VERSION:
+        raise PartitionFormatError(
+            f"partition set {root} has format_version={version!r}, this code reads version "
+            f"{FORMAT_VERSION}; delete {root} and {rebuild}")
+    try:
+        meta = PartitionMeta.model_validate(raw)
+    except ValidationError as e:
+        raise PartitionFormatError(f"{meta_path} does not match format {FORMAT_VERSION}: "
+                                   f"{e.errors()[0]['loc']}: {e.errors()[0]['msg']}; delete {root} and {rebuild}") from None
+    if meta.meta_sha256 != meta_digest(meta):
+        raise PartitionChecksumError(
+            f"{meta_path} fails its checksum (meta_sha256): it was edited after writing; "
+            f"delete {root} and {rebuild}")
+    if len(meta.offsets) != meta.num_parts + 1 or meta.offsets[-1] != meta.num_nodes:
+        raise PartitionFormatError(f"{meta_path}: offsets do not cover {meta.num_nodes} nodes in "
+                                   f"{meta.num_parts} parts; delete {root} and {rebuild}")
+    pset = PartitionSet(root, meta)
+    for name in SET_FILES:
+        check_present(root, name, meta.files[name])
+    if expect_graph_hash is not None:
+        pset.check_matches(expect_graph_hash)
+    return pset

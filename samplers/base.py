@@ -1,0 +1,66 @@
+"""The graph protocol the sampler talks to, and the type it answers with.
+
+A :class:`GraphSource` needs two methods: *sample the neighbours of these ids with this
+fanout* and *read the features of these ids*. The same :class:`~samplers.NeighborSampler`
+then runs on a whole graph, on one partition's owned rows, or on a partition plus remote
+owners (the distributed runtime implements the last one).
+
+Determinism contract (every implementation must keep it): the neighbours drawn for node
+``v`` depend only on ``(key, v, fanout, replace)`` (and the graph), never on the order of
+the seeds, how they are grouped into calls, or which process samples them. A source that
+splits seeds by owner and asks each owner therefore returns exactly what one process
+holding the whole graph returns. :class:`~samplers.CSRSource` derives each node's random
+stream from a splitmix64 hash of ``(key, v)``; a remote owner running ``CSRSource`` on its
+rows keeps the contract for free.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class SamplerError(ValueError):
+    """Bad input to a sampler, source or cache; the message names the argument and value."""
+
+
+@dataclass(frozen=True)
+class Neighbors:
+    """Neighbours sampled for a list of seeds.
+
+    ``counts`` int64 ``[len(seeds)]``: how many neighbours seed ``i`` got.
+    ``nbrs`` int64 ``[counts.sum()]``: their **global** ids, grouped by seed in seed order
+    (seed ``i``'s neighbours are ``nbrs[counts[:i].sum():counts[:i+1].sum()]``). With
+    replacement a neighbour may repeat within a seed's group; without, it never does.
+    """
+
+    counts: np.ndarray
+    nbrs: np.ndarray
+
+
+class GraphSource(ABC):
+    """Two-method graph protocol: sample neighbours, read features (global ids throughout).
+
+    ``num_nodes`` is the number of nodes of the **whole** graph, so ids are global.
+    ``weighted`` is True when :meth:`sample_neighbors` draws by edge weight; the sampler
+    checks it against its own ``weighted`` flag.
+    """
+
+    num_nodes: int
+    weighted: bool = False
+
+    @abstractmethod
+    def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool,
+                         key: int) -> Neighbors:
+        """Draw up to ``fanout`` in-neighbours of each seed (``-1``: all of them).
+
+        Without replacement a seed gets ``min(fanout, degree)`` distinct neighbours; with
+        replacement exactly ``fanout`` (none if it has no neighbours). ``seeds`` may be a
+        view of the sampler's scratch buffer: read it during the call, do not keep it.
+        """
+
+    @abstractmethod
+    def read_features(self, ids: np.ndarray) -> np.ndarray:
+        """Feature rows of ``ids``: float32 ``[len(ids), F]`` in the order given."""

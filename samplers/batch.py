@@ -1,0 +1,132 @@
+"""Mini-batch types: structure (:class:`SampledBatch`) and structure + data (:class:`PreparedBatch`).
+
+Sampling returns structure only; :func:`prepare` attaches features and labels in a separate
+step, so the feature fetch (local table, cache, remote owners) can be scheduled on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from samplers.base import SamplerError
+
+
+@dataclass
+class Block:
+    """One message-flow graph (MFG) layer: messages flow from src nodes to dst nodes.
+
+    Contract:
+
+    * ``edge_index`` int64 ``[2, E]``: row 0 holds **local** src ids in ``[0, num_src)``,
+      row 1 **local** dst ids in ``[0, num_dst)`` (PyG's layout: ``edge_index[0]`` is the
+      message source). Every edge is a sampled in-edge ``src -> dst`` of the graph.
+    * Local ids are re-indexed to ``0..n-1``: local id ``i`` is global node
+      ``batch.input_nodes[i]``, the same numbering in every block of a batch.
+    * The dst nodes are the **first** ``num_dst`` src nodes (DGL's MFG convention), so a
+      layer reads ``x_dst = x_src[:num_dst]``.
+    """
+
+    edge_index: torch.Tensor
+    num_src: int
+    num_dst: int
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.shape[1])
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(num_src, num_dst)``: the ``size`` argument of a PyG bipartite layer call."""
+        return (self.num_src, self.num_dst)
+
+    def to_pyg_edge_index(self) -> torch.Tensor:
+        """The PyG ``edge_index`` of this layer: use it with ``size=block.size``."""
+        return self.edge_index
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
+        return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src, self.num_dst)
+
+
+@dataclass
+class SampledBatch:
+    """Structure of one mini-batch (no features).
+
+    * ``seeds`` global ids ``[B]`` (unique): the nodes whose outputs are trained on.
+    * ``input_nodes`` global ids of ``blocks[0]``'s src nodes; local id ``i`` in every block
+      is ``input_nodes[i]``, and ``input_nodes[:B] == seeds``.
+    * ``blocks[0]`` is the **input** layer (farthest hop, built with ``fanouts[-1]``);
+      ``blocks[-1].num_dst == B`` (built with ``fanouts[0]``). For consecutive blocks
+      ``blocks[i].num_dst == blocks[i + 1].num_src``.
+    * ``num_sampled_edges`` is the total number of edges over all blocks.
+    """
+
+    seeds: np.ndarray
+    input_nodes: np.ndarray
+    blocks: list[Block]
+    num_sampled_edges: int
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.seeds.shape[0])
+
+
+@dataclass
+class PreparedBatch:
+    """A :class:`SampledBatch` with ``x`` (rows of ``input_nodes``) and ``y`` (labels of seeds)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    blocks: list[Block]
+    seeds: np.ndarray
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.seeds.shape[0])
+
+    def pin_memory(self) -> PreparedBatch:
+        """Page-locked copies, so ``.to('cuda', non_blocking=True)`` overlaps compute."""
+        return PreparedBatch(self.x.pin_memory(), self.y.pin_memory(),
+                             [Block(b.edge_index.pin_memory(), b.num_src, b.num_dst)
+                              for b in self.blocks], self.seeds)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> PreparedBatch:
+        return PreparedBatch(self.x.to(device, non_blocking=non_blocking),
+                             self.y.to(device, non_blocking=non_blocking),
+                             [b.to(device, non_blocking) for b in self.blocks], self.seeds)
+
+
+def _as_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
+    if isinstance(a, torch.Tensor):
+        return a
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def prepare(batch: SampledBatch, x: np.ndarray | torch.Tensor,
+            y: torch.Tensor | np.ndarray) -> PreparedBatch:
+    """Attach features and labels: ``x`` holds the rows of ``batch.input_nodes`` (in that
+    order), ``y`` the labels of ``batch.seeds``. No copy when the arrays are contiguous."""
+    n_in, b = int(batch.input_nodes.shape[0]), batch.batch_size
+    if x.ndim != 2 or int(x.shape[0]) != n_in:
+        raise SamplerError(
+            f"x: expected [len(input_nodes)={n_in}, F] feature rows, got shape {tuple(x.shape)}")
+    if int(y.shape[0]) != b:
+        raise SamplerError(f"y: expected {b} labels (one per seed), got shape {tuple(y.shape)}")
+    return PreparedBatch(_as_tensor(x), _as_tensor(y), batch.blocks, batch.seeds)
+
+
+@dataclass(frozen=True)
+class PygAdj:
+    """One layer in PyG's bipartite form: ``conv((x, x[:size[1]]), edge_index, size=size)``."""
+
+    edge_index: torch.Tensor
+    size: tuple[int, int]
+
+
+def to_pyg(batch: SampledBatch | PreparedBatch) -> list[PygAdj]:
+    """Per-layer PyG inputs, input layer first (the layout of PyG's classic
+    ``NeighborSampler`` adjs): ``for adj, conv in zip(to_pyg(b), convs):
+    x = conv((x, x[:adj.size[1]]), adj.edge_index, size=adj.size)``."""
+    return [PygAdj(b.to_pyg_edge_index(), b.size) for b in batch.blocks]

@@ -1,0 +1,251 @@
+"""Partitioners: symmetrising, METIS multi-constraint balance, random, LDG, bad requests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gnntrain.data.graph import Graph
+from partition import PartitionConfig, PartitionError, assign_parts
+from partition.methods import allowed_loads, symmetrize, vertex_weights
+from partition.metis import load_metis, part_graph_kway
+from tests.conftest import make_graph
+from tests.partition.conftest import graph_from_edges, planted_blocks
+
+METHODS = ("metis", "random", "ldg")
+
+
+def _cut_fraction(g: Graph, parts: np.ndarray) -> float:
+    dst = np.repeat(np.arange(g.num_nodes), g.in_degrees())
+    return float(np.mean(parts[g.indices] != parts[dst]))
+
+
+def _imbalance(values: np.ndarray, k: int, parts: np.ndarray) -> float:
+    load = np.bincount(parts, weights=values, minlength=k)
+    return float(load.max() / load.mean())
+
+
+def test_symmetrize_equals_scipy_union_without_diagonal(messy_graph: Graph) -> None:
+    g = messy_graph
+    n = g.num_nodes
+    a = sp.csr_matrix((np.ones(g.num_edges), g.indices, g.indptr), shape=(n, n))
+    ref = ((a + a.T) > 0).astype(np.int8).tolil()
+    ref.setdiag(0)
+    ref = ref.tocsr()
+    ref.eliminate_zeros()
+    ref.sort_indices()
+    sym = symmetrize(g)
+    assert sym.adjncy.dtype == np.int32
+    assert np.array_equal(sym.xadj, ref.indptr)
+    assert np.array_equal(sym.adjncy, ref.indices)
+
+
+def test_symmetrize_returns_an_already_symmetric_graph_as_it_is(tiny_graph: Graph) -> None:
+    sym = symmetrize(tiny_graph, np.int64)  # make_graph: undirected, sorted, no self-loops
+    assert np.array_equal(sym.xadj, tiny_graph.indptr) and np.array_equal(sym.adjncy, tiny_graph.indices)
+    one_way = graph_from_edges(np.array([0, 1]), np.array([1, 2]), 4)  # directed: not symmetric
+    assert symmetrize(one_way).adjncy.tolist() == [1, 0, 2, 1]
+
+
+@pytest.mark.parametrize("graph", ["tiny_graph", "messy_graph"])
+def test_symmetrize_refuses_more_entries_than_the_index_type_holds(
+        graph: str, request: pytest.FixtureRequest) -> None:
+    with pytest.raises(PartitionError, match="adjacency entries.*ldg"):
+        symmetrize(request.getfixturevalue(graph), max_entries=10)
+
+
+def test_metis_library_is_found_and_its_index_width_probed() -> None:
+    lib = load_metis()
+    assert lib.idx_dtype in (np.dtype(np.int32), np.dtype(np.int64))
+    assert "metis" in lib.path
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_node_gets_a_part_and_same_seed_same_parts(method: str, messy_graph: Graph) -> None:
+    cfg = PartitionConfig(method=method, parts=3, seed=5)
+    a = assign_parts(messy_graph, cfg)
+    b = assign_parts(messy_graph, cfg)
+    assert a.dtype == np.int64 and a.shape == (messy_graph.num_nodes,)
+    assert set(np.unique(a)) == {0, 1, 2}
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_one_part_is_trivial(method: str, tiny_graph: Graph) -> None:
+    parts = assign_parts(tiny_graph, PartitionConfig(method=method, parts=1))
+    assert np.array_equal(parts, np.zeros(tiny_graph.num_nodes, dtype=np.int64))
+
+
+def test_metis_seed_changes_the_parts() -> None:
+    g = make_graph(600, 6)
+    a = assign_parts(g, PartitionConfig(parts=4, seed=0))
+    b = assign_parts(g, PartitionConfig(parts=4, seed=1))
+    assert not np.array_equal(a, b)
+
+
+def _within_allowed(g: Graph, cfg: PartitionConfig, parts: np.ndarray) -> bool:
+    w, _ = vertex_weights(g, cfg)
+    allowed = allowed_loads(w, cfg.parts, cfg.imbalance)
+    loads = np.stack([np.bincount(parts, weights=w[:, c], minlength=cfg.parts)
+                      for c in range(w.shape[1])], axis=1)
+    return bool(np.all(loads <= allowed))
+
+
+def test_metis_balances_nodes_training_nodes_and_edges_at_once() -> None:
+    g = make_graph(3000, 8, seed=3)
+    cfg = PartitionConfig(parts=4, imbalance=1.05)
+    parts = assign_parts(g, cfg)
+    assert _within_allowed(g, cfg, parts)
+    assert _imbalance(g.mask("train").astype(float), 4, parts) <= 1.05
+    assert _imbalance(g.in_degrees().astype(float), 4, parts) <= 1.05
+
+
+def test_allowed_load_is_the_tolerance_or_whole_nodes() -> None:
+    w = np.ones((10, 1), dtype=np.int64)
+    assert allowed_loads(w, 4, 1.05).tolist() == [3.0]  # 2.5 nodes per part: 3 is the best
+    w = np.ones((1000, 1), dtype=np.int64)
+    assert allowed_loads(w, 4, 1.05).tolist() == [262.5]
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_metis_stays_within_the_tolerance_on_ca_hepph(k: int, data_root: Path) -> None:
+    """METIS alone overshoots 1.05 on CA-HepPh at k=2 (1.066); the retry keeps it within."""
+    from gnntrain.config import DatasetConfig
+    from gnntrain.data import load_dataset
+
+    g = load_dataset(DatasetConfig(name="hep", source="csv", path=str(data_root / "snap/ca-HepPh/CA-HepPh.txt")))
+    cfg = PartitionConfig(parts=k)
+    parts = assign_parts(g, cfg)
+    assert _within_allowed(g, cfg, parts)
+    assert _imbalance(g.mask("train").astype(float), k, parts) <= 1.05
+
+
+def test_multi_constraint_really_reaches_metis() -> None:
+    """Training nodes all in two of four planted blocks: with one constraint METIS keeps
+    the blocks whole (two parts get no training node); the train constraint spreads them."""
+    g0 = planted_blocks(blocks=4, size=150)
+    train = np.arange(0, 300, dtype=np.int64)  # blocks 0 and 1
+    rest = np.arange(300, 600, dtype=np.int64)
+    g = Graph(indptr=g0.indptr, indices=g0.indices, x=g0.x, y=g0.y, train_idx=train,
+              val_idx=rest[::2].copy(), test_idx=rest[1::2].copy(), num_classes=g0.num_classes,
+              name="blocks").validate()
+    one = assign_parts(g, PartitionConfig(parts=4, balance_train=False, balance_edges=False,
+                                          allow_empty_train=True))
+    multi = assign_parts(g, PartitionConfig(parts=4, balance_train=True))
+    mask = g.mask("train").astype(float)
+    assert _imbalance(mask, 4, one) > 1.5
+    assert _imbalance(mask, 4, multi) <= 1.05 + 4 / 300
+
+
+def test_ctypes_binding_passes_each_constraint_column() -> None:
+    """Direct check of the vwgt layout ([n, ncon] row-major): a constraint that weights only
+    the first 40 nodes must still be spread evenly over 2 parts."""
+    g = planted_blocks(blocks=2, size=100)
+    sym = symmetrize(g, load_metis().idx_dtype)
+    w = np.ones((g.num_nodes, 2), dtype=np.int64)
+    w[:, 1] = 0
+    w[:40, 1] = 1  # all in block 0
+    parts, _ = part_graph_kway(sym.xadj, sym.adjncy, 2, vwgt=w, ubvec=1.05)
+    counts = np.bincount(parts[:40], minlength=2)
+    assert counts.min() >= 19
+
+
+def test_metis_finds_planted_blocks_and_beats_random(blocks_graph: Graph) -> None:
+    metis = _cut_fraction(blocks_graph, assign_parts(blocks_graph, PartitionConfig(parts=4)))
+    rnd = _cut_fraction(blocks_graph, assign_parts(blocks_graph, PartitionConfig(parts=4, method="random")))
+    planted = _cut_fraction(blocks_graph, np.arange(blocks_graph.num_nodes) // 150)
+    assert metis <= planted * 1.1
+    assert metis < 0.3 * rnd
+
+
+def test_volume_objective_gives_a_valid_balanced_partition(blocks_graph: Graph) -> None:
+    parts = assign_parts(blocks_graph, PartitionConfig(parts=4, objective="vol"))
+    assert _imbalance(np.ones(blocks_graph.num_nodes), 4, parts) <= 1.1
+    assert _cut_fraction(blocks_graph, parts) < 0.3
+
+
+def test_random_is_balanced_to_one_node_and_cuts_one_minus_one_over_k() -> None:
+    g = make_graph(4000, 10, seed=2)
+    for k in (2, 5):
+        parts = assign_parts(g, PartitionConfig(parts=k, method="random", seed=3))
+        for stratum in (g.train_idx, np.flatnonzero(~g.mask("train"))):
+            c = np.bincount(parts[stratum], minlength=k)
+            assert c.max() - c.min() <= 1
+        assert abs(_cut_fraction(g, parts) - (1 - 1 / k)) < 0.02
+
+
+def test_ldg_respects_capacities_and_beats_random(blocks_graph: Graph) -> None:
+    cfg = PartitionConfig(parts=4, method="ldg", imbalance=1.05)
+    parts = assign_parts(blocks_graph, cfg)
+    w, names = vertex_weights(blocks_graph, cfg)
+    assert names == ["nodes", "train", "edges"]
+    for c in range(w.shape[1]):
+        load = np.bincount(parts, weights=w[:, c], minlength=4)
+        assert load.max() <= w[:, c].sum() / 4 * 1.05 + w[:, c].max()  # capacity + one node
+    rnd = assign_parts(blocks_graph, PartitionConfig(parts=4, method="random"))
+    assert _cut_fraction(blocks_graph, parts) < _cut_fraction(blocks_graph, rnd) - 0.1
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_isolated_nodes_and_self_loops_are_partitioned(method: str) -> None:
+    n = 60
+    src = np.array([0, 1, 2, 3, 3, 5, 10, 11], dtype=np.int64)
+    dst = np.array([1, 2, 0, 3, 4, 5, 11, 12], dtype=np.int64)  # self-loops 3->3, 5->5
+    g = graph_from_edges(src, dst, n, undirected=True, train_frac=0.5)
+    parts = assign_parts(g, PartitionConfig(method=method, parts=3))
+    assert parts.min() == 0 and parts.max() == 2
+    assert np.bincount(parts, minlength=3).min() > 0
+
+
+def test_edge_constraint_is_dropped_for_a_graph_without_edges() -> None:
+    g = graph_from_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 20)
+    w, names = vertex_weights(g, PartitionConfig(parts=2))
+    assert names == ["nodes", "train"] and w.shape == (20, 2)
+    parts = assign_parts(g, PartitionConfig(parts=2))
+    assert np.bincount(parts).tolist() == [10, 10]
+
+
+def test_bad_requests_name_the_field_and_the_limit(tiny_graph: Graph) -> None:
+    n, n_train = tiny_graph.num_nodes, tiny_graph.train_idx.size
+    with pytest.raises(PartitionError, match=rf"partition.parts={n + 1} .*{n} nodes"):
+        assign_parts(tiny_graph, PartitionConfig(parts=n + 1, allow_empty_train=True))
+    with pytest.raises(PartitionError, match=rf"parts={n_train + 1} .*{n_train} training.*allow_empty_train"):
+        assign_parts(tiny_graph, PartitionConfig(parts=n_train + 1, method="random"))
+    with pytest.raises(PartitionError, match="partition.seed=-1"):
+        assign_parts(tiny_graph, PartitionConfig(parts=2, seed=-1))
+    with pytest.raises(ValueError, match="parts"):
+        PartitionConfig(parts=0)
+    with pytest.raises(PartitionError, match="partition.parts=0: must be >= 1"):
+        assign_parts(tiny_graph, PartitionConfig.model_construct(parts=0))
+
+
+def test_more_parts_than_training_nodes_allowed_when_asked() -> None:
+    g = graph_from_edges(np.arange(19), np.arange(1, 20), 20, undirected=True, train_frac=0.1)
+    assert g.train_idx.size == 2
+    parts = assign_parts(g, PartitionConfig(parts=4, method="random", allow_empty_train=True))
+    assert np.count_nonzero(np.bincount(parts[g.train_idx], minlength=4)) == 2
+
+
+def test_a_part_left_without_training_nodes_is_reported() -> None:
+    g0 = planted_blocks(blocks=2, size=60)
+    g = Graph(indptr=g0.indptr, indices=g0.indices, x=g0.x, y=g0.y,
+              train_idx=np.arange(0, 10, dtype=np.int64), val_idx=np.arange(10, 60, dtype=np.int64),
+              test_idx=np.arange(60, 120, dtype=np.int64), num_classes=g0.num_classes).validate()
+    with pytest.raises(PartitionError, match="without training nodes.*balance_train"):
+        assign_parts(g, PartitionConfig(parts=2, balance_train=False))
+
+
+def test_metis_spill_setting_changes_neither_parts_nor_key_nor_cwd(blocks_graph: Graph) -> None:
+    from partition.store import settings_of
+
+    cwd = os.getcwd()
+    spill = assign_parts(blocks_graph, PartitionConfig(parts=4, metis_spill=True))
+    assert os.getcwd() == cwd
+    memory = assign_parts(blocks_graph, PartitionConfig(parts=4, metis_spill=False))
+    assert np.array_equal(spill, memory)
+    assert settings_of(PartitionConfig(metis_spill=True)) == settings_of(PartitionConfig(metis_spill=False))
+    assert settings_of(PartitionConfig(seed=1)) != settings_of(PartitionConfig(seed=2))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +51,20 @@ def make_graph(num_nodes: int = 200, avg_degree: int = 6, num_features: int = 8,
 @pytest.fixture
 def tiny_graph() -> Graph:
     return make_graph()
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    """One local Ray for the test session: 2 CPUs, no dashboard, files under a temp dir
+    (RAY-NOTES); always shut down, and never a bare `ray stop`."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")  # short: Ray's socket paths are limited
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=int(3e8), _temp_dir=tmp,
+             logging_level="warning", log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -6,10 +6,12 @@ so the single-process reference and the distributed run share every line of it.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
+import torch
 
 from gnntrain.config import RunConfig
 from gnntrain.data.graph import Graph
@@ -62,6 +64,10 @@ class LocalGroup(WorkerGroup):
 
     def __init__(self, cfg: RunConfig, graph: Graph) -> None:
         self.world = 1
+        if cfg.sampler.prefetch > 0:
+            # leave one core to the sampling thread: oversubscribed cores doubled the epoch
+            # time on the 2-core bench machine (bench/RESULTS.md, "epoch")
+            torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
         n = graph.num_nodes
         part = WholeGraphPart(
             part_id=0, offsets=np.array([0, n], dtype=np.int64), indptr=graph.indptr,

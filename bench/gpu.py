@@ -1,0 +1,68 @@
+"""GPU check (run it when a session is lent a GPU machine): the CUDA path end to end.
+
+``python -m bench.gpu [--nodes N] [--epochs E]`` trains GraphSAGE on a synthetic graph with
+``train.device=cuda`` for 1, 2 and 4 Ray workers sharing the one GPU (NCCL all-reduce,
+pinned-memory copies) plus the single-process trainer, and prints epoch time and test
+accuracy of each. It exits with status 2 and a message when no CUDA device is present.
+Record its table in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    ap = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__)
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--out", type=Path, default=Path("bench/out/gpu.json"))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench.gpu: no CUDA device here; run it on a GPU machine", file=sys.stderr)
+        return 2
+    from gnntrain.config import load_config
+    from gnntrain.data import load_dataset
+    from gnntrain.runtime.coordinator import run_training
+
+    tmp = Path(tempfile.mkdtemp(prefix="gpu-"))
+    raw = {
+        "dataset": {"name": "gpu", "source": "synthetic", "synthetic": {"nodes": args.nodes}},
+        "partition": {"root": str(tmp / "parts")},
+        "sampler": {"fanouts": [15, 10, 5], "batch_size": 1024},
+        "model": {"arch": "sage", "hidden": 256, "layers": 3, "dropout": 0.5},
+        "train": {"epochs": args.epochs, "device": "cuda", "eval_every": args.epochs,
+                  "run_root": str(tmp / "runs")},
+    }
+    base = load_config(raw=raw)
+    graph = load_dataset(base.dataset)
+    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
+    rows = []
+    for mode in ["single"] + [f"k={k}" for k in args.workers.split(",")]:
+        k = 1 if mode == "single" else int(mode[2:])
+        cfg = load_config(raw=raw, overrides=[f"cluster.workers={k}", f"partition.parts={k}"])
+        t0 = time.perf_counter()
+        s = run_training(cfg, graph=graph, single_process=mode == "single", progress=False, console=quiet)
+        epochs = [json.loads(ln) for ln in (Path(s["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+        steady = [e["epoch_s"] for e in epochs[1:]] or [epochs[0]["epoch_s"]]
+        rows.append({"mode": mode, "epoch_s": sum(steady) / len(steady), "first_epoch_s": epochs[0]["epoch_s"],
+                     "test_acc": s["final"]["test_acc"], "wall_s": time.perf_counter() - t0,
+                     "device": torch.cuda.get_device_name(0)})
+        print(json.dumps(rows[-1]), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -161,6 +161,21 @@ def _check_dtype(name: str, arr: np.ndarray, dtype: type, ndim: int) -> None:
         raise GraphError(f"{name}: expected a {ndim}-d {np.dtype(dtype).name} array, got {got}")
 
 
+def unique_sorted(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` for a 1-d array, by sort and neighbour compare.
+
+    numpy 2.4's ``np.unique`` goes through a hash table first and is ~15x slower on
+    tens of millions of distinct int64 keys (25 s vs 1.4 s for 20M here).
+    """
+    s = np.sort(np.asarray(a).ravel())
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
                    undirected: bool = False, dedup: bool = True,
                    self_loops: str = "keep") -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +206,7 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
         loop = np.arange(num_nodes, dtype=np.int64)
         src, dst = np.concatenate([src, loop]), np.concatenate([dst, loop])
     key = dst * np.int64(num_nodes) + src
-    key = np.unique(key) if dedup else np.sort(key, kind="stable")
+    key = unique_sorted(key) if dedup else np.sort(key, kind="stable")
     dst_sorted = key // num_nodes
     indices = (key - dst_sorted * num_nodes).astype(np.int64)
     counts = np.bincount(dst_sorted, minlength=num_nodes)

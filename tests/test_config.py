@@ -1,0 +1,152 @@
+"""Typed configs: every shipped YAML loads; bad keys, types and overrides fail by name."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gnntrain.config import ConfigError, DatasetConfig, RunConfig, load_config
+from gnntrain.data import load_dataset
+
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+CONFIGS = sorted(DATASETS.glob("*.yaml"))
+REQUIRED = {"cora", "citeseer", "synthetic-tiny", "synthetic-small", "synthetic-1m",
+            "tolokers", "ogbn-arxiv", "ogbn-products", "ogbn-papers100M"}
+SECTIONS = {"dataset", "partition", "sampler", "model", "train", "cluster"}
+
+
+def _raw(name: str = "synthetic-tiny") -> dict[str, Any]:
+    return dict(yaml.safe_load((DATASETS / f"{name}.yaml").read_text()))
+
+
+def test_every_required_config_is_shipped() -> None:
+    assert REQUIRED <= {p.stem for p in CONFIGS}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_shipped_config_loads_with_all_sections(path: Path) -> None:
+    raw = yaml.safe_load(path.read_text())
+    assert SECTIONS <= set(raw), f"{path.name} lacks {SECTIONS - set(raw)}"
+    cfg = load_config(path)
+    assert cfg.dataset.name == path.stem
+    assert cfg.model.layers == len(cfg.sampler.fanouts)
+    assert cfg.partition.parts == cfg.cluster.workers
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_dumped_config_loads_back_equal(path: Path) -> None:
+    """A run directory stores the resolved config with every default spelled out."""
+    cfg = load_config(path)
+    assert load_config(raw=cfg.model_dump(mode="json")) == cfg
+
+
+def test_tiny_config_builds_its_graph() -> None:
+    g = load_dataset(load_config(DATASETS / "synthetic-tiny.yaml").dataset)
+    assert 4000 <= g.num_nodes <= 6000
+
+
+@pytest.mark.parametrize("name", ["cora", "citeseer", "tolokers"])
+def test_real_configs_point_at_real_files(name: str, data_root: Path) -> None:
+    g = load_dataset(load_config(DATASETS / f"{name}.yaml").dataset)
+    assert g.train_idx.size > 0
+
+
+def test_unknown_key_names_its_path() -> None:
+    raw = _raw()
+    raw["train"]["epoch"] = 3
+    with pytest.raises(ConfigError, match=r"train\.epoch: unknown key \(value 3\)"):
+        load_config(raw=raw)
+
+
+def test_unknown_nested_key_in_synthetic() -> None:
+    raw = _raw()
+    raw["dataset"]["synthetic"]["node"] = 10
+    with pytest.raises(ConfigError, match=r"dataset\.synthetic\.node: unknown key"):
+        load_config(raw=raw)
+
+
+def test_wrong_type_names_field_and_value() -> None:
+    raw = _raw()
+    raw["train"]["epochs"] = "three"
+    with pytest.raises(ConfigError, match=r"train\.epochs: .*integer.*\(got 'three'\)"):
+        load_config(raw=raw)
+
+
+def test_set_on_missing_key_lists_known_keys() -> None:
+    with pytest.raises(ConfigError, match=r"--set train\.epoch: no such key 'train\.epoch'; "
+                                          r"known keys here: .*epochs"):
+        load_config(DATASETS / "synthetic-tiny.yaml", overrides=["train.epoch=3"])
+    with pytest.raises(ConfigError, match=r"no such key 'dataset\.synthetic\.size'"):
+        load_config(DATASETS / "synthetic-tiny.yaml", overrides=["dataset.synthetic.size=3"])
+
+
+def test_set_overrides_value_and_is_validated() -> None:
+    cfg = load_config(DATASETS / "synthetic-tiny.yaml",
+                      overrides=["train.epochs=3", "dataset.synthetic.nodes=777"])
+    assert cfg.train.epochs == 3 and cfg.dataset.synthetic.nodes == 777
+    with pytest.raises(ConfigError, match=r"train\.epochs: .*greater than or equal to 1"):
+        load_config(DATASETS / "synthetic-tiny.yaml", overrides=["train.epochs=0"])
+    with pytest.raises(ConfigError, match=r"expected KEY=VALUE"):
+        load_config(DATASETS / "synthetic-tiny.yaml", overrides=["train.epochs"])
+
+
+def test_load_config_does_not_mutate_the_callers_dict() -> None:
+    raw = _raw()
+    before = copy.deepcopy(raw)
+    load_config(raw=raw, overrides=["train.epochs=2"])
+    assert raw == before
+
+
+def test_configs_are_frozen() -> None:
+    cfg = load_config(DATASETS / "synthetic-tiny.yaml")
+    with pytest.raises(ValueError, match="frozen"):
+        cfg.train.epochs = 5  # type: ignore[misc]
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(ConfigError, match=r"nope\.yaml does not exist; dataset configs live in "
+                                          r"datasets/\*\.yaml"):
+        load_config(DATASETS / "nope.yaml")
+
+
+def test_layers_must_match_fanouts() -> None:
+    with pytest.raises(ConfigError, match=r"model\.layers=3 but sampler\.fanouts has 2 entries"):
+        load_config(DATASETS / "synthetic-tiny.yaml", overrides=["model.layers=3"])
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"source": "csv"}, r"source='csv' needs 'path' \(or 'edges' for csv\)"),
+    ({"source": "npz", "path": "a.npz", "train_frac": 0.7, "val_frac": 0.4},
+     r"train_frac=0\.7 \+ val_frac=0\.4 = 1\.1 > 1"),
+    ({"source": "synthetic", "train_frac": 0.5},
+     r"\['train_frac'\] do not apply to source='synthetic'.*dataset\.synthetic"),
+    ({"source": "synthetic", "undirected": False}, r"undirected=False.*not supported"),
+    ({"source": "synthetic", "normalize_features": "row"},
+     r"\['normalize_features'\] do not apply to source='synthetic'"),
+    ({"source": "npz", "path": "a.npz", "synthetic": {"nodes": 100}},
+     r"'synthetic' settings only apply to source='synthetic'"),
+    ({"source": "npz", "path": "a.npz", "label_column": "y"},
+     r"\['label_column'\] only apply to source='csv'"),
+    ({"source": "heterophilous", "path": "a.npz", "undirected": False},
+     r"undirected must stay true"),
+    ({"source": "npz", "path": "a.npz", "split": "time"},
+     r"split='time': source='npz' takes a split index"),
+    ({"source": "npz", "path": "a.npz", "split": -1}, r"split=-1: a split index must be >= 0"),
+    ({"source": "csv", "edges": "e.csv", "delimiter": "::"}, r"delimiter='::': give one character"),
+    ({"source": "synthetic", "synthetic": {"train_frac": 0.9, "val_frac": 0.2}},
+     r"train_frac=0\.9 \+ val_frac=0\.2"),
+])
+def test_dataset_section_consistency(kw: dict[str, Any], msg: str) -> None:
+    raw = {"dataset": {"name": "x", **kw}, "sampler": {"fanouts": [5]}, "model": {"layers": 1}}
+    with pytest.raises(ConfigError, match=msg):
+        load_config(raw=raw)
+
+
+def test_dataset_config_defaults_are_the_documented_ones() -> None:
+    d = DatasetConfig(name="x", source="synthetic")
+    assert (d.undirected, d.dedup, d.self_loops, d.split) == (True, True, "keep", 0)
+    assert RunConfig(dataset=d, sampler={"fanouts": [5]}, model={"layers": 1}).dataset is d

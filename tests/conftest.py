@@ -62,7 +62,7 @@ def ray_local() -> Iterator[None]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")  # short: Ray's socket paths are limited
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=int(3e8), _temp_dir=tmp,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=int(3e8), _temp_dir=tmp,
              logging_level="warning", log_to_driver=False)
     try:
         yield

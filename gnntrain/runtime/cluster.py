@@ -64,7 +64,8 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
     else:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         num_cpus = max(1, round(cfg.num_cpus)) if cfg.num_cpus else (os.cpu_count() or 1)
-        ray.init(num_cpus=num_cpus, include_dashboard=False, object_store_memory=int(5e8),
+        # address="local": always a new instance, never another session's Ray on this machine
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, object_store_memory=int(5e8),
                  _temp_dir=os.path.join(tempfile.gettempdir(), "ray"), log_to_driver=True,
                  configure_logging=True, logging_level=logging.WARNING)
         started = True

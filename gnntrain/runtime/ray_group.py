@@ -299,8 +299,8 @@ class RayGroup(WorkerGroup):
                 except RayTaskError as e:
                     raise self._culprit(refs.index(ref), phase=phase, cause=f"raised:\n{e}") from None
                 except RayActorError as e:
-                    raise WorkerFailure(refs.index(ref), phase, f"process died ({e.__class__.__name__}: "
-                                        f"{str(e).splitlines()[0]})") from None
+                    raise WorkerFailure(refs.index(ref), phase, f"process died ({e.__class__.__name__}): "
+                                        f"{str(e)[-4000:]}") from None
                 except RayError as e:
                     raise WorkerFailure(refs.index(ref), phase, repr(e)) from None
         return ray.get(refs)

@@ -71,7 +71,7 @@ def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, torc
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
             ckpts = list((tmp_path / "runs").glob("*/checkpoints/ckpt-*.pt"))
-            procs = worker_processes()
+            procs = worker_processes()  # this test's own workers only
             if ckpts and procs:
                 procs[0].kill()
                 killed.append(procs[0].pid)

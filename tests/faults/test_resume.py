@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 import yaml
@@ -20,7 +21,7 @@ from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
 from tests.conftest import REPO
 from tests.runtime.helpers import final_params
-from tests.runtime.test_failures import wait_no_workers
+from tests.runtime.test_failures import wait_dead, wait_no_workers, worker_processes
 
 
 def write_cfg(tmp_path: Path, epochs: int = 4) -> Path:
@@ -48,16 +49,18 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(ray_local: 
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen([sys.executable, "-m", "gnntrain.run", "--config", str(cfg_path), "--no-progress",
-                             "--set", "train.epochs=40"],
+                             "--set", "train.epochs=40", "--set", f"train.run_root={tmp_path / 'killed'}"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
+    pids: set[int] = set()
     try:
         deadline = time.monotonic() + 180
         ckpt: list[Path] = []
         while time.monotonic() < deadline:
-            ckpt = list((tmp_path / "runs").glob("resume-*/checkpoints/ckpt-00002.pt"))
+            ckpt = list((tmp_path / "killed").glob("resume-*/checkpoints/ckpt-00002.pt"))
             if ckpt or proc.poll() is not None:
                 break
+            pids |= {p.pid for p in worker_processes(psutil.Process(proc.pid))}
             time.sleep(0.1)
         assert ckpt, "the run never reached its second checkpoint"
         proc.send_signal(signal.SIGKILL)
@@ -65,8 +68,11 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(ray_local: 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert wait_no_workers(60) == [], "killing the coordinator left worker processes behind"
+    assert pids, "never saw the run's worker processes"
+    assert wait_dead(pids, 60) == set(), "killing the coordinator left worker processes behind"
     run_dir = ckpt[0].parent.parent
+    assert not (run_dir / "summary.json").exists(), "the killed run must not have finished"
+    assert len(list((run_dir / "checkpoints").iterdir())) < 40
     # resume with the original epoch count (the killed run was told 40, resume says 4)
     resumed = run_training(load_config(raw=RunDir(run_dir).read_config_raw(), overrides=["train.epochs=4"]),
                            resume=RunDir(run_dir), progress=False)

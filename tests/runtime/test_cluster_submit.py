@@ -63,12 +63,16 @@ def test_ray_job_submit_runs_and_writes_report(tmp_path: Path) -> None:
             except OSError:
                 assert head.poll() is None, "ray start --head exited"
                 time.sleep(1)
-        job = subprocess.run(
+        submit = (
             [ray_bin, "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", str(REPO),
              "--", sys.executable, "-m", "gnntrain.run", "--config", "datasets/synthetic-tiny.yaml",
              "--workers", "2", "--address", "auto", "--no-progress", "--set", "train.epochs=1",
-             "--set", f"train.run_root={runs}", "--set", f"partition.root={tmp_path / 'parts'}"],
-            env=env, capture_output=True, text=True, timeout=400, cwd=REPO)
+             "--set", f"train.run_root={runs}", "--set", f"partition.root={tmp_path / 'parts'}"])
+        for _ in range(30):  # the dashboard answers before its job agent registers
+            job = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=400, cwd=REPO)
+            if "No available agent" not in job.stdout + job.stderr:
+                break
+            time.sleep(2)
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
         assert "succeeded" in (job.stdout + job.stderr)
         run_dirs = list(runs.iterdir())

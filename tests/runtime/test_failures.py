@@ -20,11 +20,18 @@ from tests.conftest import REPO, make_graph
 from tests.runtime.helpers import tiny_cfg
 
 
-def worker_processes() -> list[psutil.Process]:
+def worker_processes(root: psutil.Process | None = None) -> list[psutil.Process]:
+    """Ray worker actors of *this* test (descendants of ``root``, default this process);
+    other Ray sessions on the machine are not ours to count."""
+    root = root or psutil.Process()
     out = []
-    for p in psutil.process_iter(["cmdline", "name"]):
+    try:
+        procs = root.children(recursive=True)
+    except psutil.Error:
+        return out
+    for p in procs:
         try:
-            title = " ".join(p.info["cmdline"] or []) + (p.info["name"] or "")
+            title = " ".join(p.cmdline()) + p.name()
         except psutil.Error:
             continue
         if "GnnWorker" in title:
@@ -40,6 +47,16 @@ def wait_no_workers(timeout_s: float = 20.0) -> list[psutil.Process]:
             return []
         time.sleep(0.5)
     return worker_processes()
+
+
+def wait_dead(pids: set[int], timeout_s: float = 30.0) -> set[int]:
+    """The pids still alive (not zombies) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+        time.sleep(0.5)
+    return alive
 
 
 def free_port() -> int:
@@ -99,12 +116,14 @@ def test_ctrl_c_releases_every_actor(tmp_path: Path) -> None:
            "--workers", "2", "--no-progress", "--set", "train.epochs=200",
            "--set", f"train.run_root={tmp_path / 'runs'}", "--set", f"partition.root={tmp_path / 'parts'}"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids: set[int] = set()
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(worker_processes()) < 2:
+        while time.monotonic() < deadline and len(pids) < 2:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            pids |= {p.pid for p in worker_processes(psutil.Process(proc.pid))}
             time.sleep(0.5)
-        assert len(worker_processes()) >= 2, "workers never started"
+        assert len(pids) >= 2, "workers never started"
         time.sleep(2)
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=60)
@@ -114,4 +133,4 @@ def test_ctrl_c_releases_every_actor(tmp_path: Path) -> None:
     out = proc.stdout.read() if proc.stdout else ""
     assert rc == 130, out
     assert "interrupted" in out
-    assert wait_no_workers() == []
+    assert wait_dead(pids) == set(), "worker processes outlived the interrupted run"

@@ -82,9 +82,10 @@ def scalars(rec: Mapping[str, Any]) -> dict[str, float]:
 
 
 def tensorboard_available() -> bool:
-    """Whether the optional ``tensorboard`` package can be imported."""
+    """Whether the optional ``tensorboard`` package (and the parts used here) imports."""
     try:
-        import tensorboard  # noqa: F401
+        from tensorboard.compat.proto import event_pb2, summary_pb2  # noqa: F401
+        from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: F401
     except ImportError:
         return False
     return True

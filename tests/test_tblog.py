@@ -51,7 +51,9 @@ def test_scalars_skip_missing_and_non_numeric_fields() -> None:
 
 def test_no_op_without_tensorboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    record: dict[str, Any]) -> None:
-    monkeypatch.setitem(sys.modules, "tensorboard", None)  # import now raises ImportError
+    # a None entry makes the import raise ImportError, also for submodules imported earlier
+    for name in ["tensorboard", *[m for m in sys.modules if m.startswith("tensorboard.")]]:
+        monkeypatch.setitem(sys.modules, name, None)
     assert not tensorboard_available()
     log = TensorBoardLog(tmp_path)
     assert log.log_epoch(record) == 0

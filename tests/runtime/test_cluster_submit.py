@@ -69,7 +69,7 @@ def test_ray_job_submit_runs_and_writes_report(tmp_path: Path) -> None:
              "--workers", "2", "--address", "auto", "--no-progress", "--set", "train.epochs=1",
              "--set", f"train.run_root={runs}", "--set", f"partition.root={tmp_path / 'parts'}"])
         for _ in range(30):  # the dashboard answers before its job agent registers
-            job = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=400, cwd=REPO)
+            job = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
             if "No available agent" not in job.stdout + job.stderr:
                 break
             time.sleep(2)

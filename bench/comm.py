@@ -1,0 +1,320 @@
+"""The communication levers: feature bytes per epoch, one lever at a time and combined.
+
+    python -m bench.comm            # bytes on synthetic-1m (k=4) + accuracy on synthetic-small (k=2)
+    python -m bench.comm --smoke    # 5k nodes, tiny model (seconds)
+    python -m bench.comm --only bytes
+
+Bytes (``datasets/synthetic-1m.yaml``: 1M nodes, 100 features, 10% training nodes;
+fanouts [15, 10, 5], batch 1024, k=4): ``gnntrain.simulate.simulate_k`` runs every
+worker's real sampler, cache and feature reader over one epoch and counts every byte with
+the runtime's own counters (tested equal to a real run's). Feature bytes are the rows
+(and the id requests) that cross a partition boundary; cache fill is reported apart, it is
+paid once per run. Baseline: random partition, no cache, random seed order, float32.
+The chain adds METIS, a presample cache of 20% of the remote rows, locality seed order,
+float16 transfer, then int8 transfer instead of float16, in that order; variants swap one
+step (degree / lru cache, bfloat16) and "alone" rows put one lever on the baseline. A lever's share of the total
+reduction depends on the order (a cache saves fewer bytes once METIS removed some).
+
+Same computation (``exact``): a cache only changes where an exact float32 row comes
+from, so with the same partition a run with any cache ends with bit-identical
+parameters to a run without; checked on a 2k-node graph with 2 Ray workers. The
+partition method does change the random stream (nodes are renumbered per partition and
+sampling is keyed by (key, node id)) and which worker trains which seed, so METIS vs
+random is a different draw of the same estimator: that check reports the loss difference.
+
+Accuracy (``accuracy``): real training on synthetic-small (``datasets/synthetic-small.yaml``,
+same model and fanouts as bench.epoch) with 2 Ray workers, METIS, no cache (every
+remote row goes through the codec), ``--acc-epochs`` epochs, test accuracy of full
+inference: float32 + random order against locality order, float16, bfloat16 and int8.
+JSON goes to bench/out/comm.json (``comm-smoke.json``), written after each section; with
+``--only`` the sections not run keep their figures from an earlier run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
+from gnntrain.config import RunConfig, load_config
+from gnntrain.data import load_dataset
+from gnntrain.data.graph import Graph
+from gnntrain.report import fmt_bytes
+from gnntrain.simulate import simulate_k
+
+SECTIONS = ("bytes", "exact", "accuracy")
+K_BYTES = 4
+BASE = ["partition.method=random", "sampler.cache.policy=none", "sampler.cache.size=0.0",
+        "sampler.seed_order=random", "train.feature_dtype=float32",
+        "sampler.fanouts=[15,10,5]", "sampler.batch_size=1024"]
+METIS = ["partition.method=metis"]
+PRESAMPLE = ["sampler.cache.policy=presample", "sampler.cache.size=0.2"]
+LOCALITY = ["sampler.seed_order=locality"]
+FP16 = ["train.feature_dtype=float16"]
+# (row name, overrides on top of BASE, kind): kind "chain" rows are cumulative
+INT8 = ["train.feature_dtype=int8"]
+DEGREE = ["sampler.cache.policy=degree", "sampler.cache.size=0.2"]
+LRU = ["sampler.cache.policy=lru", "sampler.cache.size=0.2"]
+LOSSLESS = METIS + PRESAMPLE + LOCALITY
+PLAN: list[tuple[str, list[str], str]] = [
+    ("baseline: random part., no cache, fp32", [], "chain"),
+    ("+ METIS", METIS, "chain"),
+    ("+ presample cache 20%", METIS + PRESAMPLE, "chain"),
+    ("+ locality seed order", LOSSLESS, "chain"),
+    ("+ float16 transfer", LOSSLESS + FP16, "chain"),
+    ("+ int8 transfer (instead of float16)", LOSSLESS + INT8, "chain"),
+    ("METIS + degree cache 20%", METIS + DEGREE, "variant"),
+    ("METIS + lru cache 20% (cold epoch)", METIS + LRU, "variant"),
+    ("METIS + presample + locality + bf16", LOSSLESS + ["train.feature_dtype=bfloat16"], "variant"),
+    ("presample cache 20% alone", PRESAMPLE, "alone"),
+    ("locality seed order alone", LOCALITY, "alone"),
+    ("float16 alone", FP16, "alone"),
+    ("int8 alone", INT8, "alone"),
+]
+ACC_PLAN = [("float32, random order", []), ("float32, locality order", LOCALITY),
+            ("float16", FP16), ("bfloat16", ["train.feature_dtype=bfloat16"]),
+            ("int8", INT8)]
+EXACT_PLAN = [("METIS, no cache", METIS), ("METIS, presample 20%", METIS + PRESAMPLE),
+              ("METIS, degree 20%", METIS + DEGREE), ("METIS, lru 20%", METIS + LRU),
+              ("METIS, fifo 20%", METIS + ["sampler.cache.policy=fifo", "sampler.cache.size=0.2"]),
+              ("random partition, no cache", [])]
+EXACT_SETTINGS = ["train.epochs=3", "train.eval_every=3", "model.dropout=0.0"]
+SMOKE_1M = ["dataset.synthetic.nodes=5000", "dataset.synthetic.features=16",
+            "dataset.synthetic.train_frac=0.3", "sampler.batch_size=128"]
+SMOKE_SMALL = ["dataset.synthetic.nodes=2000", "dataset.synthetic.features=16",
+               "dataset.synthetic.classes=8", "sampler.batch_size=128", "model.hidden=16"]
+
+
+def with_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
+    return load_config(raw=cfg.model_dump(mode="json"), overrides=overrides)
+
+
+# -- bytes ------------------------------------------------------------------------------
+def bytes_section(cfg0: RunConfig, graph: Graph, smoke: bool) -> list[dict[str, Any]]:
+    plan = PLAN if not smoke else [p for p in PLAN if p[2] == "chain"] + [PLAN[-1]]
+    rows = []
+    for name, extra, kind in plan:
+        t0 = time.perf_counter()
+        sim = simulate_k(with_overrides(cfg0, BASE + extra), graph, K_BYTES)
+        rows.append({"name": name, "kind": kind, "overrides": extra, **sim,
+                     "feature_bytes": sim["bytes_by_category"]["feature"],
+                     "seconds": time.perf_counter() - t0})
+        print(f"  {name}: feature {fmt_bytes(rows[-1]['feature_bytes'])} "
+              f"({rows[-1]['seconds']:.0f} s)")
+    return rows
+
+
+def print_bytes(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    base = rows[0]["feature_bytes"]
+    chain = [r for r in rows if r["kind"] == "chain"]
+    total_cut = base - chain[-1]["feature_bytes"]
+    log_total = math.log(base / chain[-1]["feature_bytes"]) if chain[-1]["feature_bytes"] else float("nan")
+    prev = base
+    for r in rows:
+        r["ratio_vs_baseline"] = base / r["feature_bytes"] if r["feature_bytes"] else float("inf")
+        if r["kind"] == "chain" and r is not rows[0]:
+            r["share_of_reduction"] = (prev - r["feature_bytes"]) / total_cut if total_cut else 0.0
+            r["share_of_log_reduction"] = (math.log(prev / r["feature_bytes"]) / log_total
+                                           if log_total else 0.0)
+            prev = r["feature_bytes"]
+    print(f"\nfeature bytes per epoch, k={K_BYTES} (simulate_k, exact counts); baseline = first row")
+    print(f"{'configuration':<38} {'feature/epoch':>13} {'fewer':>7} {'share':>6} {'log-sh':>6} "
+          f"{'cache hit':>9} {'remote in':>9} {'sample/epoch':>12} {'cache fill':>10}")
+    kind = None
+    for r in rows:
+        if r["kind"] != kind:
+            kind = r["kind"]
+            print(f"-- {kind}")
+        hit = "-" if r["cache_hit_rate"] is None else f"{100 * r['cache_hit_rate']:.1f}%"
+        share = f"{100 * r['share_of_reduction']:.0f}%" if "share_of_reduction" in r else ""
+        lshare = f"{100 * r['share_of_log_reduction']:.0f}%" if "share_of_log_reduction" in r else ""
+        print(f"{r['name']:<38} {fmt_bytes(r['feature_bytes']):>13} {r['ratio_vs_baseline']:>6.2f}x "
+              f"{share:>6} {lshare:>6} {hit:>9} {100 * r['remote_input_share']:>8.1f}% "
+              f"{fmt_bytes(r['bytes_by_category']['sample']):>12} {fmt_bytes(r['cache_setup_bytes']):>10}")
+    by_name = {r["name"]: r["ratio_vs_baseline"] for r in rows}
+    lossless = next((r for r in chain if r["overrides"] == LOSSLESS), None)
+    fp16 = next((r for r in chain if r["overrides"] == LOSSLESS + FP16), None)
+    combined = chain[-1]["ratio_vs_baseline"]
+    print(f"\ncombined: {combined:.2f}x fewer feature bytes than the baseline with the whole chain "
+          f"(target >= 5x: {'met' if combined >= 5 else 'missed'})")
+    if lossless is not None and fp16 is not None:
+        print(f"          {lossless['ratio_vs_baseline']:.2f}x with the exact levers only (METIS, "
+              f"cache, locality); {fp16['ratio_vs_baseline']:.2f}x with float16 transfer")
+    print("share = bytes removed by the step / bytes removed by the whole chain; log-sh = the "
+          "step's factor as a share of the chain's; both depend on the order of the steps")
+    return {"combined_ratio": combined, "ratios": by_name,
+            "lossless_ratio": lossless["ratio_vs_baseline"] if lossless else None,
+            "fp16_ratio": fp16["ratio_vs_baseline"] if fp16 else None}
+
+
+# -- exactness and accuracy (real training on Ray) --------------------------------------
+def final_state(summary: dict[str, Any]) -> dict[str, torch.Tensor]:
+    from gnntrain.checkpoint import load_latest
+    from gnntrain.rundir import RunDir
+
+    ckpt = load_latest(RunDir(Path(summary["run_dir"])))
+    if ckpt is None:
+        raise RuntimeError(f"run {summary['run_dir']} wrote no checkpoint")
+    return dict(ckpt["model"])
+
+
+def train(cfg: RunConfig, graph: Graph, keep: bool) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                             dict[str, torch.Tensor]]:
+    """One real run on Ray. A worker lost to something outside the run (this machine is
+    shared) is recovered from the last checkpoint, which reproduces the undisturbed
+    result exactly (bench.faults checks that); the row reports the recovery."""
+    import shutil
+
+    from gnntrain.runtime.coordinator import run_training
+
+    key = cfg.model_dump_json() + graph.content_hash()
+    if key in _RUNS:  # the same run asked for twice (the smoke version does): train once
+        return _RUNS[key]
+    s = run_training(with_overrides(cfg, ["train.max_failures=2", "train.checkpoint_every=1"]),
+                     graph=graph, progress=False, console=quiet())
+    eps, state = read_metrics(s), final_state(s)
+    if not keep:
+        shutil.rmtree(s["run_dir"], ignore_errors=True)
+    _RUNS[key] = (s, eps, state)
+    return _RUNS[key]
+
+
+_RUNS: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[str, torch.Tensor]]] = {}
+
+
+def exact_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    ref: dict[str, torch.Tensor] | None = None
+    for name, extra in (EXACT_PLAN[:2] if smoke else EXACT_PLAN):
+        s, eps, state = train(with_overrides(cfg0, BASE + extra), graph, keep)
+        if ref is None:
+            ref = state
+        diff = max(float((state[k] - ref[k]).abs().max()) for k in ref)
+        rows.append({"name": name, "identical": all(torch.equal(state[k], ref[k]) for k in ref),
+                     "max_abs_param_diff": diff, "final_loss": eps[-1]["loss"],
+                     "test_acc": eps[-1].get("test_acc"),
+                     "cache_hit_rate": eps[-1]["cache_hit_rate"],
+                     "feature_bytes": eps[-1]["comm"]["by_category"]["feature"],
+                     "failures_recovered": len(s.get("failures") or [])})
+    print(f"\nsame computation? {graph.num_nodes:,}-node graph, 2 Ray workers, "
+          f"{cfg0.train.epochs} epochs; reference = first row")
+    print(f"{'run':<28} {'final params':>14} {'max |diff|':>11} {'final loss':>11} {'cache hit':>9} "
+          f"{'feature/epoch':>13}")
+    for r in rows:
+        hit = "-" if r["cache_hit_rate"] is None else f"{100 * r['cache_hit_rate']:.1f}%"
+        print(f"{r['name']:<28} {'identical' if r['identical'] else 'differ':>14} "
+              f"{r['max_abs_param_diff']:>11.2e} {r['final_loss']:>11.6f} {hit:>9} "
+              f"{fmt_bytes(r['feature_bytes']):>13}")
+    _note_recoveries(rows)
+    return rows
+
+
+def _note_recoveries(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        if r.get("failures_recovered"):
+            print(f"note: {r['name']}: {r['failures_recovered']} worker failure(s) recovered from a "
+                  "checkpoint (exact replay)")
+
+
+def accuracy_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for name, extra in ([ACC_PLAN[0], ACC_PLAN[-1]] if smoke else ACC_PLAN):
+        t0 = time.perf_counter()
+        s, eps, _ = train(with_overrides(cfg0, BASE + METIS + extra), graph, keep)
+        rows.append({"name": name, "test_acc": eps[-1]["test_acc"], "val_acc": eps[-1]["val_acc"],
+                     "loss": [e["loss"] for e in eps],
+                     "epoch_s": float(np.mean([e["epoch_s"] for e in eps])),
+                     "feature_bytes": float(np.mean([e["comm"]["by_category"]["feature"] for e in eps])),
+                     "seconds": time.perf_counter() - t0,
+                     "failures_recovered": len(s.get("failures") or [])})
+        print(f"  {name}: test {100 * rows[-1]['test_acc']:.2f}% ({rows[-1]['seconds']:.0f} s)")
+    base = rows[0]["test_acc"]
+    print(f"\naccuracy effect, {graph.name} ({graph.num_nodes:,} nodes), 2 Ray workers, METIS, no cache, "
+          f"{cfg0.train.epochs} epochs; full-inference test accuracy")
+    print(f"{'transfer / order':<26} {'test acc':>9} {'delta pts':>9} {'final loss':>10} "
+          f"{'feature/epoch':>13}  target |delta| <= 0.5")
+    for r in rows:
+        r["delta_points"] = 100 * (r["test_acc"] - base)
+        ok = "" if r is rows[0] else ("met" if abs(r["delta_points"]) <= 0.5 else "missed")
+        print(f"{r['name']:<26} {100 * r['test_acc']:>8.2f}% {r['delta_points']:>+9.2f} "
+              f"{r['loss'][-1]:>10.4f} {fmt_bytes(r['feature_bytes']):>13}  {ok}")
+    _note_recoveries(rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="small graphs, tiny model (seconds)")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    ap.add_argument("--acc-epochs", type=int, default=2, help="epochs of each accuracy run")
+    ap.add_argument("--keep-runs", action="store_true", help="keep run directories in bench/out/runs")
+    args = ap.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if [s for s in only if s not in SECTIONS] or args.acc_epochs < 1:
+        ap.error(f"--only={args.only!r} (allowed {','.join(SECTIONS)}) and --acc-epochs="
+                 f"{args.acc_epochs} (>= 1)")
+    tag = "comm-smoke" if args.smoke else "comm"
+    t_start = time.perf_counter()
+    info = machine()
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{tag}.json"
+    # sections run now replace those of an earlier run; the others are kept
+    out: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    out.update({"machine": info, "argv": sys.argv[1:]})
+
+    def save(section: str) -> None:
+        out.setdefault("section_runs", {})[section] = {"at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                                       "loadavg_after": os.getloadavg()[0]}
+        path.write_text(json.dumps(out, indent=1, default=str))
+
+    if "bytes" in only:
+        cfg = bench_config("synthetic-1m.yaml", SMOKE_1M if args.smoke else [], tag)
+        graph = load_dataset(cfg.dataset)
+        print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
+              f"{graph.num_features} features, {graph.train_idx.size:,} training nodes; k={K_BYTES}")
+        rows = bytes_section(cfg, graph, args.smoke)
+        out["bytes"] = {"graph": graph.name, "nodes": graph.num_nodes, "k": K_BYTES, "rows": rows,
+                        **print_bytes(rows)}
+        save("bytes")
+        del graph
+    if "exact" in only or "accuracy" in only:
+        from gnntrain.runtime.cluster import ray_session
+
+        small = bench_config("synthetic-small.yaml",
+                             ["model.hidden=256", "model.layers=3", "model.dropout=0.5",
+                              "sampler.fanouts=[15,10,5]", "cluster.workers=2", "partition.parts=2",
+                              *(SMOKE_SMALL if args.smoke else [])], tag)
+        with ray_session(small.cluster, 2):
+            if "exact" in only:
+                tiny = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
+                g = load_dataset(tiny.dataset)
+                out["exact"] = exact_section(tiny, g, args.keep_runs, args.smoke)
+                save("exact")
+            if "accuracy" in only:
+                acc = with_overrides(small, [f"train.epochs={args.acc_epochs}",
+                                             f"train.eval_every={args.acc_epochs}"])
+                if args.smoke:  # the exact check's graph and settings: its first run is reused
+                    acc = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
+                g = load_dataset(acc.dataset)
+                out["accuracy"] = {"graph": g.name, "nodes": g.num_nodes, "epochs": acc.train.epochs,
+                                   "rows": accuracy_section(acc, g, args.keep_runs, args.smoke)}
+                save("accuracy")
+    out["total_s"] = time.perf_counter() - t_start
+    print(f"\ntotal {out['total_s']:.0f} s; load average now {os.getloadavg()[0]:.2f} "
+          f"(was {info['loadavg_1m']})")
+    path.write_text(json.dumps(out, indent=1, default=str))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,404 @@
+"""Epoch time of our trainer against DGL 2.1 and PyG full-batch, plus the runtime's overhead.
+
+    python -m bench.epoch                 # synthetic-small (100k nodes), ~20 min on 2 cores
+    python -m bench.epoch --smoke         # a 3k-node graph, tiny model (seconds)
+    python -m bench.epoch --only ours,dgl --threads 1
+
+Workload (the issue fixes it): ``datasets/synthetic-small.yaml`` with fanouts [15, 10, 5],
+batch 1024, 3-layer GraphSAGE (mean), hidden 256, dropout 0.5, Adam lr 0.003, every
+other setting from the YAML. Sections:
+
+* ``ours``: the single-process reference trainer (``run_training(single_process=True)``)
+  with torch set to each ``--threads`` count first (its batch-prefetch thread comes on
+  top). Since commit 56ebaa3 the trainer itself sets cores - 1 threads when it prefetches;
+  the row shows the count it used and "(asked N)" when that differs.
+* ``dgl``: DGL's single-process GraphSAGE loop (``bench/_dgl_epoch.py``: DGL's
+  ``NeighborSampler`` + ``DataLoader(num_workers=0)`` + ``dgl.nn.SAGEConv``) on the same
+  graph, written to an .npz in bench/out and run by ``$GNNTRAIN_DGL_PYTHON``, at the
+  same thread counts, right after ours. The DGL model starts from **our** initial
+  parameters (PyG ``lin_l``/``lin_r`` map to DGL ``fc_neigh``/``fc_self``), so both
+  train the same function from the same point.
+* ``pyg``: PyG full-batch training of the same model (``BlockGNN`` layers over the
+  whole graph as one sparse CSR adjacency, one optimiser step per epoch).
+* ``overhead``: 1 and 2 Ray workers (each uses 1 torch thread: ``ray_group.py`` sets
+  it), against the single-process trainer at 1 thread.
+
+Every run trains ``--epochs`` epochs and the epochs after the first are timed (the numba
+kernels are cached on disk, so the first is close, but it is not counted). Accuracy is
+the final test accuracy of full-neighbour inference. Ratios are against DGL at the same
+thread count when it ran, else against our single process. The 1-minute load average
+before and after each run is recorded: other processes share this machine. Nothing here
+asserts a time. JSON goes to bench/out/epoch.json (``epoch-smoke.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+
+from gnntrain.config import RunConfig, load_config
+from gnntrain.data import load_dataset
+from gnntrain.data.graph import Graph
+from gnntrain.models import build_model
+from gnntrain.runtime.core import make_optimizer
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = Path(__file__).resolve().parent / "out"
+SECTIONS = ("ours", "dgl", "pyg", "overhead")
+WORKLOAD = ["sampler.fanouts=[15,10,5]", "sampler.batch_size=1024", "model.arch=sage",
+            "model.hidden=256", "model.layers=3", "model.dropout=0.5", "train.lr=0.003",
+            "train.optimizer=adam", "train.eval=full"]
+SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
+         "dataset.synthetic.classes=8", "sampler.batch_size=256", "model.hidden=16"]
+
+
+# -- helpers shared by the bench modules (comm, faults import them) --------------------
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on, including the load other processes put on it."""
+    mem = 0
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        pass
+    return {"cpus": os.cpu_count(), "mem_gib": round(mem / 2**30, 1),
+            "loadavg_1m": round(os.getloadavg()[0], 2), "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "gpu": torch.cuda.is_available()}
+
+
+def quiet() -> Console:
+    """A console that swallows run_training's summary table."""
+    return Console(file=io.StringIO(), width=120)
+
+
+def bench_config(yaml_name: str, overrides: list[str], tag: str) -> RunConfig:
+    """``datasets/<yaml_name>`` with the bench's overrides; runs and parts go to bench/out."""
+    path = REPO / "datasets" / yaml_name
+    return load_config(path, [f"train.run_root={OUT / 'runs' / tag}",
+                              f"partition.root={OUT / 'partitions'}", *overrides])
+
+
+def read_metrics(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    p = Path(summary["run_dir"]) / "metrics.jsonl"
+    return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+
+
+def timed(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steady-state epochs: every epoch after the first (all when there is one)."""
+    return epochs[1:] if len(epochs) > 1 else epochs
+
+
+def drop_run(summary: dict[str, Any], keep: bool) -> None:
+    if not keep:
+        shutil.rmtree(summary["run_dir"], ignore_errors=True)
+
+
+# -- sections ---------------------------------------------------------------------------
+def run_ours(cfg: RunConfig, graph: Graph, *, label: str, single_process: bool = True,
+             threads: int | None = None, keep: bool = False) -> dict[str, Any]:
+    """One run of our trainer; per-epoch figures from its metrics.jsonl."""
+    from gnntrain.runtime.coordinator import run_training
+
+    before = torch.get_num_threads()
+    load_before = round(os.getloadavg()[0], 2)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        t0 = time.perf_counter()
+        s = run_training(cfg, single_process=single_process, graph=graph, progress=False,
+                         console=quiet())
+        wall = time.perf_counter() - t0
+        used = torch.get_num_threads()  # the single-process trainer may choose its own
+    finally:
+        torch.set_num_threads(before)
+    eps = read_metrics(s)
+    drop_run(s, keep)
+    tm = timed(eps)
+    epoch_s = float(np.mean([e["epoch_s"] for e in tm]))
+    split = {k: float(np.mean([e["time"][k] for e in tm])) for k in tm[0]["time"]}
+    return {"label": label, "epochs": len(eps), "timed_epochs": len(tm), "epoch_s": epoch_s,
+            "epoch_s_all": [e["epoch_s"] for e in eps], "time_split": split,
+            "wait_share": split["wait_s"] / epoch_s if epoch_s else float("nan"),
+            "test_acc": eps[-1].get("test_acc"), "val_acc": eps[-1].get("val_acc"),
+            "loss": [e["loss"] for e in eps], "steps": eps[-1]["steps"], "wall_s": wall,
+            "threads": used if single_process else 1, "threads_requested": threads or before,
+            "workers": cfg.cluster.workers if not single_process else 1,
+            "bytes_per_epoch": float(np.mean([e["comm"]["total_bytes"] for e in tm])),
+            "loadavg_before": load_before, "loadavg_after": round(os.getloadavg()[0], 2)}
+
+
+def dgl_state(cfg: RunConfig, graph: Graph) -> dict[str, np.ndarray]:
+    """Our initial parameters under DGL SAGEConv names (PyG lin_l -> fc_neigh + the bias,
+    lin_r -> fc_self): the DGL loop starts from the same point."""
+    sd = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed).state_dict()
+    out = {}
+    for i in range(cfg.model.layers):
+        out[f"layers.{i}.fc_neigh.weight"] = sd[f"convs.{i}.lin_l.weight"].numpy()
+        out[f"layers.{i}.fc_self.bias"] = sd[f"convs.{i}.lin_l.bias"].numpy()
+        out[f"layers.{i}.fc_self.weight"] = sd[f"convs.{i}.lin_r.weight"].numpy()
+    return out
+
+
+def run_dgl(python: str, cfg: RunConfig, graph: Graph, epochs: int, tag: str,
+            threads: int) -> dict[str, Any]:
+    """DGL's loop in a subprocess on the same graph; raises RuntimeError when it fails."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"epoch-graph-{tag}.npz"
+    arrays: dict[str, Any] = {"indptr": graph.indptr, "indices": graph.indices, "x": graph.x,
+                              "y": graph.y, "train_idx": graph.train_idx, "val_idx": graph.val_idx,
+                              "test_idx": graph.test_idx}
+    arrays.update({f"init__{k}": v for k, v in dgl_state(cfg, graph).items()})
+    np.savez(path, **arrays)
+    settings = {"epochs": epochs, "fanouts": list(cfg.sampler.fanouts),
+                "batch_size": cfg.sampler.batch_size, "hidden": cfg.model.hidden,
+                "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
+                "seed": cfg.train.seed, "threads": threads}
+    load_before = round(os.getloadavg()[0], 2)
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.run([python, str(Path(__file__).with_name("_dgl_epoch.py")), str(path),
+                               json.dumps(settings)], capture_output=True, text=True,
+                              timeout=3600, env={**os.environ, "DGLBACKEND": "pytorch"})
+        wall = time.perf_counter() - t0
+    finally:
+        path.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"DGL run failed (rc={proc.returncode}): {tail}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    tm = timed(res["epochs"])
+    epoch_s = float(np.mean([e["epoch_s"] for e in tm]))
+    return {"label": f"DGL {res['dgl']}, {threads} thread(s)", "epochs": len(res["epochs"]),
+            "timed_epochs": len(tm), "epoch_s": epoch_s,
+            "epoch_s_all": [e["epoch_s"] for e in res["epochs"]],
+            "time_split": {"data_s": float(np.mean([e["data_s"] for e in tm])),
+                           "compute_s": float(np.mean([e["compute_s"] for e in tm]))},
+            "wait_share": None, "test_acc": res["test_acc"], "val_acc": res["val_acc"],
+            "loss": [e["loss"] for e in res["epochs"]], "wall_s": wall, "threads": res["threads"],
+            "torch": res["torch"], "loadavg_before": load_before,
+            "loadavg_after": round(os.getloadavg()[0], 2)}
+
+
+def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
+    """PyG full-batch training of the same model: every layer over the whole graph."""
+    n = graph.num_nodes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+        adj = torch.sparse_csr_tensor(torch.from_numpy(graph.indptr), torch.from_numpy(graph.indices),
+                                      torch.ones(graph.num_edges), size=(n, n))
+    model = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
+    opt = make_optimizer(model, cfg)
+    x, y = torch.from_numpy(graph.x), torch.from_numpy(graph.y)
+    tr = torch.from_numpy(graph.train_idx)
+
+    def forward() -> torch.Tensor:
+        h = x
+        for i in range(model.num_layers):
+            h = model.layer(i, h, n, adj)  # adj rows = destinations: PyG's adj_t
+        return h
+
+    torch.manual_seed(cfg.train.seed)
+    load_before = round(os.getloadavg()[0], 2)
+    times, losses = [], []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        loss = F.cross_entropy(forward()[tr], y[tr])
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(float(loss.detach()))
+    model.eval()
+    with torch.no_grad():
+        pred = forward().argmax(1)
+    acc = {f"{s}_acc": float((pred[idx] == y[idx]).float().mean())
+           for s, idx in (("val", torch.from_numpy(graph.val_idx)),
+                          ("test", torch.from_numpy(graph.test_idx)))}
+    tm = times[1:] if len(times) > 1 else times
+    return {"label": f"PyG full batch ({epochs} steps)", "epochs": epochs, "timed_epochs": len(tm),
+            "epoch_s": float(np.mean(tm)), "epoch_s_all": times, "wait_share": None,
+            "loss": losses, "threads": torch.get_num_threads(), **acc,
+            "loadavg_before": load_before, "loadavg_after": round(os.getloadavg()[0], 2)}
+
+
+# -- report -----------------------------------------------------------------------------
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def baseline_of(key: str, results: dict[str, dict[str, Any]]) -> str:
+    """DGL at the thread count asked for when it ran, else our single process at it (or at
+    any thread count)."""
+    t = results[key].get("threads_requested", results[key]["threads"])
+    for cand in (f"dgl{t}", f"ours{t}", *[k for k in results if k.startswith("ours")]):
+        if cand in results:
+            return cand
+    return key
+
+
+def print_main(results: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'run':<32} {'thr':>3} {'timed':>5} {'epoch s':>9} {'ratio':>7} {'baseline':<22} "
+          f"{'test acc':>8} {'wait':>6} {'load':>9}")
+    for key, r in results.items():
+        b = baseline_of(key, results)
+        r["baseline"] = results[b]["label"]
+        r["ratio"] = r["epoch_s"] / results[b]["epoch_s"]
+        load = f"{r.get('loadavg_before', 0):.1f}-{r.get('loadavg_after', 0):.1f}"
+        print(f"{r['label']:<32} {r['threads']:>3} {r['timed_epochs']:>5} {r['epoch_s']:>9.2f} "
+              f"{r['ratio']:>6.2f}x {r['baseline']:<22} {_pct(r['test_acc']):>8} "
+              f"{_pct(r['wait_share']):>6} {load:>9}")
+    print("wait = share of the epoch the trainer waited for a sampled batch; load = 1-min load "
+          "average before-after the run (other processes on this machine)")
+
+
+def print_overhead(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    pairs = [("ray1", "ours1", "Ray 1 worker / single process, 1 thread", 1.15),
+             ("ray1", "ours2", "Ray 1 worker / single process, 2 threads", None),
+             ("ray2", "ray1", "Ray 2 workers / Ray 1 worker", None)]
+    ratios: dict[str, float] = {}
+    print(f"\n{'runtime overhead (a Ray worker uses 1 torch thread)':<52} {'epoch s':>8} "
+          f"{'base s':>8} {'ratio':>7}  target")
+    for a, b, text, target in pairs:
+        if a in results and b in results:
+            ratio = results[a]["epoch_s"] / results[b]["epoch_s"]
+            ratios[f"{a}/{b}"] = ratio
+            tgt = f"<= {target:.2f} ({'met' if ratio <= target else 'missed'})" if target else "recorded"
+            print(f"{text:<52} {results[a]['epoch_s']:>8.2f} {results[b]['epoch_s']:>8.2f} "
+                  f"{ratio:>6.2f}x  {tgt}")
+    return ratios
+
+
+def print_targets(results: dict[str, dict[str, Any]], threads: list[int]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t in threads:
+        if f"ours{t}" in results:
+            w = results[f"ours{t}"]["wait_share"]
+            out[f"wait_share_{t}"] = w
+            print(f"ours, {t} thread(s): share of the epoch waiting on sampling = {100 * w:.2f}% "
+                  f"(target < 10%: {'met' if w < 0.10 else 'missed'})")
+        if f"ours{t}" in results and f"dgl{t}" in results:
+            r = results[f"ours{t}"]["epoch_s"] / results[f"dgl{t}"]["epoch_s"]
+            out[f"ours_over_dgl_{t}"] = r
+            print(f"ours / DGL epoch time at {t} thread(s) = {r:.2f}x "
+                  f"(target <= 1.0x: {'met' if r <= 1.0 else 'missed'})")
+    return out
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="3k-node graph, tiny model (seconds)")
+    ap.add_argument("--epochs", type=int, default=2, help="epochs per run; all but the first are timed")
+    ap.add_argument("--threads", default=None,
+                    help="torch thread counts for ours and DGL (comma-separated; default 1,2, "
+                    "smoke 1)")
+    ap.add_argument("--pyg-epochs", type=int, default=None,
+                    help="full-batch epochs (= optimiser steps; default 20, smoke 3)")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    ap.add_argument("--keep-runs", action="store_true", help="keep the run directories in bench/out/runs")
+    args = ap.parse_args(argv)
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    args.pyg_epochs = args.pyg_epochs or (3 if args.smoke else 20)
+    try:
+        given = args.threads or ("1" if args.smoke else "1,2")
+        args.threads = sorted({int(t) for t in given.split(",") if t.strip()})
+    except ValueError:
+        args.threads = []
+    if ([s for s in args.only if s not in SECTIONS] or args.epochs < 1 or args.pyg_epochs < 1
+            or not args.threads or min(args.threads) < 1):
+        ap.error(f"--only={','.join(args.only)!r} (allowed {','.join(SECTIONS)}), --epochs="
+                 f"{args.epochs} and --pyg-epochs={args.pyg_epochs} (>= 1), --threads (integers >= 1)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    only = args.only
+    overrides = [*WORKLOAD, *(SMOKE if args.smoke else []), f"train.epochs={args.epochs}",
+                 f"train.eval_every={args.epochs}"]
+    tag = "epoch-smoke" if args.smoke else "epoch"
+    cfg = bench_config("synthetic-small.yaml", overrides, tag)
+    t_start = time.perf_counter()
+    info = machine()
+    graph = load_dataset(cfg.dataset)
+    print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
+          f"{graph.num_features} features, {graph.num_classes} classes, "
+          f"{graph.train_idx.size:,} training nodes; fanouts {cfg.sampler.fanouts}, batch "
+          f"{cfg.sampler.batch_size}, {cfg.model.layers}-layer SAGE hidden {cfg.model.hidden}; "
+          f"{info['cpus']} CPUs, load {info['loadavg_1m']}")
+    results: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    dgl_python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    if "dgl" in only and not dgl_python:
+        notes.append("DGL not run: set GNNTRAIN_DGL_PYTHON to a Python with dgl")
+    for t in args.threads:  # ours and DGL back to back at each thread count
+        if "ours" in only or ("overhead" in only and t == 1):
+            r = run_ours(cfg, graph, label="ours, single process", threads=t, keep=args.keep_runs)
+            r["label"] += f", {r['threads']} thr" + (f" (asked {t})" if r["threads"] != t else "")
+            if r["threads"] != t:
+                notes.append(f"the single-process trainer chose {r['threads']} torch thread(s) "
+                             f"when {t} were set (gnntrain.runtime.group.LocalGroup)")
+            results[f"ours{t}"] = r
+            print(f"  {r['label']}: {r['epoch_s']:.2f} s/epoch")
+        if "dgl" in only and dgl_python:
+            try:
+                results[f"dgl{t}"] = run_dgl(dgl_python, cfg, graph, args.epochs, tag, t)
+                print(f"  DGL, {t} thread(s): {results[f'dgl{t}']['epoch_s']:.2f} s/epoch")
+            except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as e:
+                notes.append(f"DGL ({t} threads) not run: {e}")
+    if "pyg" in only:
+        results["pyg"] = run_pyg_full(cfg, graph, args.pyg_epochs)
+        print(f"  PyG full batch: {results['pyg']['epoch_s']:.2f} s/epoch")
+    if "overhead" in only:
+        from gnntrain.runtime.cluster import ray_session
+
+        if "ours1" not in results:
+            results["ours1"] = run_ours(cfg, graph, label="ours, single process", threads=1,
+                                        keep=args.keep_runs)
+            results["ours1"]["label"] += f", {results['ours1']['threads']} thr"
+        with ray_session(cfg.cluster, 2):
+            for k in (1, 2):
+                cfg_k = load_config(raw=cfg.model_dump(mode="json"),
+                                    overrides=[f"cluster.workers={k}", f"partition.parts={k}"])
+                results[f"ray{k}"] = run_ours(cfg_k, graph, label=f"ours, Ray, {k} worker(s)",
+                                              single_process=False, threads=1, keep=args.keep_runs)
+                print(f"  Ray, {k} worker(s): {results[f'ray{k}']['epoch_s']:.2f} s/epoch")
+    targets: dict[str, float] = {}
+    ratios: dict[str, float] = {}
+    if results:
+        print_main(results)
+        ratios = print_overhead(results)
+        print()
+        targets = print_targets(results, args.threads)
+    for n in notes:
+        print(f"note: {n}")
+    total = time.perf_counter() - t_start
+    print(f"total {total:.0f} s; load average now {os.getloadavg()[0]:.2f} (was {info['loadavg_1m']})")
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{tag}.json"
+    path.write_text(json.dumps({"machine": info, "config": cfg.model_dump(mode="json"),
+                                "graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                                          "train": int(graph.train_idx.size)},
+                                "results": results, "overhead_ratios": ratios, "targets": targets,
+                                "notes": notes, "total_s": total, "argv": sys.argv[1:]}, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

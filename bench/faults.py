@@ -1,0 +1,295 @@
+"""Fault drills: inject each failure the runtime must survive and check the result.
+
+    python -m bench.faults            # every scenario of tests/faults (about 3 min)
+    python -m bench.faults --smoke    # one worker exit (seconds)
+
+Every scenario trains the same small run (synthetic 1,500 nodes, 2 Ray workers, 4
+epochs, a checkpoint every epoch, collective timeout 8 s) and must finish with final
+parameters **equal** to an undisturbed run of the same config: every random stream is
+derived from (seed, epoch, step, rank) and checkpoints are taken at epoch boundaries,
+so redone epochs reproduce the lost ones bit for bit. Scenarios:
+
+* ``exit e/s``: worker 1 calls ``os._exit`` at epoch e, step s (three points);
+* ``external kill``: SIGKILL to one of this run's worker processes after the first
+  checkpoint (only descendants of this process are candidates);
+* ``raise``: worker 0 raises at epoch 1, step 2;
+* ``stall``: worker 1 stops answering at epoch 2, step 1 (its peer's all-reduce times out);
+* ``coordinator kill + resume``: ``python -m gnntrain.run`` in a subprocess is killed
+  (SIGKILL) after its second checkpoint, then ``--resume``\\ d to 4 epochs in this process.
+
+Recovery time is ``failures.json``'s ``recovery_s`` (failure detected -> new workers
+ready); ``detect s`` is its ``after_s`` (attempt start -> failure detected). JSON goes to
+bench/out/faults.json (``faults-smoke.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+import yaml
+
+from bench.epoch import OUT, REPO, machine, quiet
+from gnntrain.checkpoint import load_latest
+from gnntrain.config import RunConfig, load_config
+from gnntrain.rundir import RunDir
+
+
+def raw_config(root: Path) -> dict[str, Any]:
+    return {
+        "dataset": {"name": "faults", "source": "synthetic",
+                    "synthetic": {"nodes": 1500, "avg_degree": 8, "features": 16, "classes": 5, "seed": 3}},
+        "partition": {"parts": 2, "root": str(root / "parts")},
+        "sampler": {"fanouts": [5, 5], "batch_size": 32, "prefetch": 1},
+        "model": {"hidden": 16, "layers": 2, "dropout": 0.2},
+        "train": {"epochs": 4, "checkpoint_every": 1, "keep_checkpoints": 10,
+                  "run_root": str(root / "runs")},
+        "cluster": {"workers": 2, "call_timeout_s": 60, "collective_timeout_s": 8,
+                    "epoch_timeout_s": 60},
+    }
+
+
+def params(run_dir: Path) -> dict[str, torch.Tensor]:
+    ckpt = load_latest(RunDir(run_dir))
+    if ckpt is None:
+        raise RuntimeError(f"{run_dir} has no checkpoint")
+    return dict(ckpt["model"])
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def my_workers() -> list[psutil.Process]:
+    """Ray worker processes of this bench (descendants of this process), never others'."""
+    out = []
+    for p in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            title = " ".join(p.cmdline()) + p.name()
+        except psutil.Error:
+            continue
+        if "GnnWorker" in title:
+            out.append(p)
+    return out
+
+
+def run_case(name: str, cfg: RunConfig, ref: dict[str, torch.Tensor] | None,
+             killer: bool = False) -> dict[str, Any]:
+    from gnntrain.runtime.coordinator import run_training
+
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def kill_one() -> None:
+        runs = Path(cfg.train.run_root)
+        while not stop.is_set() and not killed:
+            procs = my_workers()
+            if procs and list(runs.glob("*/checkpoints/ckpt-*.pt")):
+                procs[0].send_signal(signal.SIGKILL)
+                killed.append(procs[0].pid)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=kill_one, daemon=True) if killer else None
+    t0 = time.perf_counter()
+    if t is not None:
+        t.start()
+    try:
+        s = run_training(cfg, progress=False, console=quiet())
+        err = None
+    except Exception as e:  # noqa: BLE001 - a drill that fails is a result, not a crash
+        s, err = None, f"{type(e).__name__}: {str(e)[:300]}"
+    finally:
+        stop.set()
+        if t is not None:
+            t.join(timeout=5)
+    wall = time.perf_counter() - t0
+    row: dict[str, Any] = {"scenario": name, "wall_s": wall, "error": err,
+                           "injected": 1 if (cfg.faults.kind != "none" or killed) else 0,
+                           "finished": s is not None and s["epochs"] == cfg.train.epochs}
+    if s is not None:
+        fails = s.get("failures") or []
+        row.update({"failures": len(fails), "recovery_s": [f.get("recovery_s") for f in fails],
+                    "detect_s": [f.get("after_s") for f in fails],
+                    "epochs_redone": [f.get("epochs_redone") for f in fails],
+                    "blamed": [f.get("worker") for f in fails], "run_dir": s["run_dir"]})
+        if ref is not None:
+            row["correct"] = same(params(Path(s["run_dir"])), ref)
+    return row
+
+
+def coordinator_kill(root: Path, ref: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """SIGKILL ``python -m gnntrain.run`` after its second checkpoint, then resume here."""
+    from gnntrain.runtime.coordinator import run_training
+
+    cfg_path = root / "faults.yaml"
+    cfg_path.write_text(yaml.safe_dump(raw_config(root / "coord")))
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "gnntrain.run", "--config", str(cfg_path),
+                             "--no-progress", "--set", "train.epochs=40"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt: list[Path] = []
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                descendants = psutil.Process(proc.pid).children(recursive=True) or descendants
+            except psutil.Error:
+                pass
+            ckpt = list((root / "coord" / "runs").glob("faults-*/checkpoints/ckpt-00002.pt"))
+            if ckpt:
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    t_kill = time.perf_counter()
+    row: dict[str, Any] = {"scenario": "coordinator kill + resume", "injected": 1, "finished": False,
+                           "correct": False, "error": None}
+    if not ckpt:
+        row["error"] = "the run never reached its second checkpoint"
+        return row
+    deadline = time.monotonic() + 60  # its Ray workers must go away with it
+    while time.monotonic() < deadline and [p for p in descendants if _alive(p) and _is_worker(p)]:
+        time.sleep(0.5)
+    left = [p.pid for p in descendants if _alive(p) and _is_worker(p)]
+    run_dir = ckpt[0].parent.parent
+    last = load_latest(RunDir(run_dir))
+    done = int(last["epochs_done"]) if last else 0
+    logged = len(RunDir(run_dir).metrics())  # epochs the killed run finished
+    t_resume = time.perf_counter()
+    try:
+        resumed = run_training(load_config(raw=RunDir(run_dir).read_config_raw(),
+                                           overrides=["train.epochs=4"]),
+                               resume=RunDir(run_dir), progress=False, console=quiet())
+    except Exception as e:  # noqa: BLE001
+        row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        return row
+    row.update({"finished": resumed["epochs"] == 4, "correct": same(params(run_dir), ref),
+                "workers_left_after_kill": left, "resume_s": time.perf_counter() - t_resume,
+                "workers_gone_s": t_resume - t_kill, "wall_s": time.perf_counter() - t0,
+                "epochs_redone": [logged - done], "resumed_from_epoch": done, "failures": 0, "run_dir": str(run_dir)})
+    return row
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _is_worker(p: psutil.Process) -> bool:
+    try:
+        return "GnnWorker" in " ".join(p.cmdline()) + p.name()
+    except psutil.Error:
+        return False
+
+
+def _fmt(v: list[Any] | None) -> str:
+    if not v:
+        return "-"
+    return ",".join("-" if x is None else (f"{x:.1f}" if isinstance(x, float) else str(x)) for x in v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="one worker exit, 2 epochs (seconds)")
+    args = ap.parse_args(argv)
+    tag = "faults-smoke" if args.smoke else "faults"
+    root = OUT / "runs" / tag
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+    base_raw = raw_config(root)
+    if args.smoke:
+        base_raw["train"]["epochs"] = 2
+    base = load_config(raw=base_raw)
+
+    def case(*overrides: str) -> RunConfig:
+        return load_config(raw=base_raw, overrides=list(overrides))
+
+    t_start = time.perf_counter()
+    info = machine()
+    from gnntrain.runtime.cluster import ray_session
+
+    rows: list[dict[str, Any]] = []
+    with ray_session(base.cluster, 2):
+        ref_row = run_case("undisturbed (reference)", base, None)
+        if not ref_row["finished"]:
+            print(f"the undisturbed run failed: {ref_row['error']}")
+            return 1
+        ref = params(Path(ref_row["run_dir"]))
+        plan: list[tuple[str, RunConfig, bool]] = [
+            ("exit 0/1", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
+                              "faults.epoch=0", "faults.step=1"), False),
+        ]
+        if not args.smoke:
+            plan[1:] = [
+                ("exit 1/0", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
+                                  "faults.epoch=1", "faults.step=0"), False),
+                ("exit 2/5", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
+                                  "faults.epoch=2", "faults.step=5"), False),
+                ("external kill", case("train.max_failures=2"), True),
+                ("raise 1/2", case("train.max_failures=1", "faults.kind=raise", "faults.rank=0",
+                                   "faults.epoch=1", "faults.step=2"), False),
+            ]
+            plan.append(("stall 2/1", case("train.max_failures=1", "faults.kind=stall",
+                                           "faults.rank=1", "faults.epoch=2", "faults.step=1"), False))
+        for name, cfg, killer in plan:
+            rows.append(run_case(name, cfg, ref, killer=killer))
+            r = rows[-1]
+            print(f"  {name}: {'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
+                  f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}")
+    if not args.smoke:
+        rows.append(coordinator_kill(root, ref))
+        print(f"  coordinator kill + resume: {'ok' if rows[-1]['correct'] else 'WRONG'}")
+    total = time.perf_counter() - t_start
+    print(f"\nfault drills: 2 Ray workers, {base.train.epochs} epochs, checkpoint every epoch; "
+          f"undisturbed run {ref_row['wall_s']:.1f} s")
+    print(f"{'scenario':<26} {'inj':>3} {'finished':>8} {'correct':>7} {'blamed':>6} {'detect s':>8} "
+          f"{'recovery s':>10} {'redone':>6} {'wall s':>7}")
+    for r in rows:
+        print(f"{r['scenario']:<26} {r['injected']:>3} {str(r['finished']):>8} "
+              f"{str(r.get('correct', False)):>7} {_fmt(r.get('blamed')):>6} "
+              f"{_fmt(r.get('detect_s')):>8} {_fmt(r.get('recovery_s')):>10} "
+              f"{_fmt(r.get('epochs_redone')):>6} {r.get('wall_s', float('nan')):>7.1f}")
+    for r in rows:
+        if "resume_s" in r:
+            print(f"{r['scenario']}: killed after {r['resumed_from_epoch']} checkpointed epochs; "
+                  f"its workers were gone {r['workers_gone_s']:.1f} s after the kill "
+                  f"({len(r['workers_left_after_kill'])} left); the resumed run took "
+                  f"{r['resume_s']:.1f} s (Ray start, reload, the remaining epochs)")
+    print("detect s = attempt start -> failure detected; recovery s = detected -> new workers "
+          "ready; redone = finished epochs trained again (the interrupted one always is)")
+    injected = sum(r["injected"] for r in rows)
+    correct = sum(1 for r in rows if r["finished"] and r.get("correct"))
+    print(f"\nfaults injected {injected}, runs finished with the undisturbed parameters {correct}/"
+          f"{len(rows)}; total {total:.0f} s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{tag}.json"
+    path.write_text(json.dumps({"machine": info, "reference_s": ref_row["wall_s"], "rows": rows,
+                                "injected": injected, "correct": correct, "total_s": total},
+                               indent=1, default=str))
+    print(f"wrote {path}")
+    shutil.rmtree(root, ignore_errors=True)
+    return 0 if correct == len(rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

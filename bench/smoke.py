@@ -1,0 +1,64 @@
+"""Run every benchmark's ``--smoke`` version in sequence; exit non-zero if any fails.
+
+    python -m bench.smoke                  # what CI runs (`make bench-smoke`)
+    python -m bench.smoke --only epoch,comm
+
+Each module (sampling, cache, partition, synthetic, epoch, comm, faults; a module that
+does not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
+own process (its own Ray instance, its own memory), with a time limit. Their output
+goes straight through; a summary table follows. JSON goes to bench/out/smoke.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+MODULES = ("sampling", "cache", "partition", "synthetic", "epoch", "comm", "faults")
+
+
+def run_module(name: str, timeout_s: float) -> dict[str, Any]:
+    if not (BENCH / f"{name}.py").is_file():
+        return {"module": name, "status": "skipped (no module)", "rc": None, "seconds": 0.0}
+    print(f"\n===== python -m bench.{name} --smoke =====", flush=True)
+    t0 = time.perf_counter()
+    try:
+        rc = subprocess.run([sys.executable, "-m", f"bench.{name}", "--smoke"], cwd=BENCH.parent,
+                            timeout=timeout_s).returncode
+        status = "ok" if rc == 0 else "FAILED"
+    except subprocess.TimeoutExpired:
+        rc, status = None, f"FAILED (over {timeout_s:.0f} s)"
+    return {"module": name, "status": status, "rc": rc, "seconds": time.perf_counter() - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default=",".join(MODULES), help="comma-separated subset of the modules")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per module")
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        ap.error(f"--only: unknown module(s) {unknown}; known: {', '.join(MODULES)}")
+    t0 = time.perf_counter()
+    rows = [run_module(n, args.timeout) for n in names]
+    total = time.perf_counter() - t0
+    print(f"\n{'module':<10} {'status':<24} {'seconds':>8}")
+    for r in rows:
+        print(f"{r['module']:<10} {r['status']:<24} {r['seconds']:>8.1f}")
+    failed = [r["module"] for r in rows if r["status"].startswith("FAILED")]
+    print(f"total {total:.1f} s; {'all smoke benchmarks passed' if not failed else 'FAILED: ' + ', '.join(failed)}")
+    out = BENCH / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "smoke.json").write_text(json.dumps({"rows": rows, "total_s": total}, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -20,6 +20,7 @@ from gnntrain.engine import steps_per_epoch
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.comm import CATEGORIES, summarise
 from gnntrain.runtime.group import WorkerGroup
+from gnntrain.tblog import TensorBoardLog
 
 
 @dataclass
@@ -109,6 +110,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, *, train_counts:
         totals += np.array([rec["comm"]["by_category"][c] for c in CATEGORIES])
         if run is not None:
             run.append_metrics(rec)
+            TensorBoardLog(run.path).log_epoch(rec)  # no-op unless tensorboard is installed
             every = cfg.train.checkpoint_every
             if last or (every and (epoch + 1) % every == 0):
                 save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **group.state()},

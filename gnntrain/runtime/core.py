@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -74,22 +73,6 @@ class PartLike(Protocol):
     def test_idx(self) -> np.ndarray: ...
     @property
     def halo_ids(self) -> np.ndarray: ...
-
-
-@dataclass(frozen=True)
-class WholeGraphPart:
-    """The whole graph seen as the only part (single-process reference)."""
-
-    part_id: int
-    offsets: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
-    train_idx: np.ndarray
-    val_idx: np.ndarray
-    test_idx: np.ndarray
-    halo_ids: np.ndarray
 
 
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:

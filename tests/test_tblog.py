@@ -17,17 +17,22 @@ from tests.runtime.helpers import tiny_cfg
 
 
 @pytest.fixture(scope="module")
-def record(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The last metrics.jsonl line of a real (tiny, single-process) run."""
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real (tiny, single-process, 2-epoch) run."""
     from rich.console import Console
 
     from gnntrain.runtime.coordinator import run_training
 
     tmp = tmp_path_factory.mktemp("tb-run")
-    s = run_training(tiny_cfg(tmp, "train.epochs=1"), single_process=True, graph=make_graph(300),
+    s = run_training(tiny_cfg(tmp, "train.epochs=2"), single_process=True, graph=make_graph(300),
                      progress=False, console=Console(file=io.StringIO()))
-    lines = (Path(s["run_dir"]) / "metrics.jsonl").read_text().splitlines()
-    return dict(json.loads(lines[-1]))
+    return Path(s["run_dir"])
+
+
+@pytest.fixture(scope="module")
+def record(run_dir: Path) -> dict[str, Any]:
+    """The last metrics.jsonl line of that run."""
+    return dict(json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1]))
 
 
 def test_scalars_of_a_real_record(record: dict[str, Any]) -> None:
@@ -95,3 +100,13 @@ def test_redone_epochs_replace_the_old_points(tmp_path: Path, record: dict[str, 
         log.log_epoch({"epoch": epoch, "loss": loss})
     points = [(e.step, e.value) for e in _read(tmp_path / "tb").Scalars("train/loss")]
     assert points == [(0, 3.0), (1, 2.5), (2, 1.5), (3, 0.5)]
+
+
+def test_a_run_logs_every_epoch(run_dir: Path) -> None:
+    """The coordinator's loop calls TensorBoardLog once per epoch (gnntrain/runtime/driver.py)."""
+    pytest.importorskip("tensorboard", reason="optional dependency (the 'tensorboard' extra)")
+    metrics = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    acc = _read(run_dir / "tb")
+    assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == \
+        [(m["epoch"], pytest.approx(m["loss"])) for m in metrics]
+    assert [e.step for e in acc.Scalars("acc/val")] == [m["epoch"] for m in metrics if "val_acc" in m]

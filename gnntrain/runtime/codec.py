@@ -49,7 +49,7 @@ def decode(enc: Encoded, dtype: str) -> np.ndarray:
     if dtype == "float16":
         return enc.data.astype(np.float32)
     if dtype == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(enc.data)).view(torch.bfloat16).float().numpy()
+        return torch.from_numpy(np.array(enc.data, copy=True)).view(torch.bfloat16).float().numpy()
     if dtype == "int8":
         assert enc.scale is not None
         return enc.data.astype(np.float32) * enc.scale[:, None]

@@ -44,14 +44,18 @@ def _stop_head(temp_dir: str, head: subprocess.Popen[str]) -> None:
 def test_ray_job_submit_runs_and_writes_report(tmp_path: Path) -> None:
     ray_bin = str(Path(sys.executable).parent / "ray")
     temp_dir = tempfile.mkdtemp(prefix="rh-", dir="/tmp")
-    gcs, dash = _free_port(), _free_port()
+    gcs, dash, agent, agent_grpc, env_agent, client, metrics = (_free_port() for _ in range(7))
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
     head = subprocess.Popen(
         [ray_bin, "start", "--head", "--block", f"--port={gcs}", "--num-cpus=2",
          "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={temp_dir}",
-         "--include-dashboard=true", "--disable-usage-stats"],
+         "--include-dashboard=true", "--disable-usage-stats",
+         # every port of its own: the session's other Ray instance holds the defaults
+         f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+         f"--runtime-env-agent-port={env_agent}", f"--ray-client-server-port={client}",
+         f"--metrics-export-port={metrics}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     runs = tmp_path / "runs"
     try:

@@ -43,6 +43,7 @@ from bench.epoch import OUT, REPO, machine, quiet
 from gnntrain.checkpoint import load_latest
 from gnntrain.config import RunConfig, load_config
 from gnntrain.rundir import RunDir
+from gnntrain.runtime.ray_group import worker_processes
 
 
 def raw_config(root: Path) -> dict[str, Any]:
@@ -70,19 +71,6 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def my_workers() -> list[psutil.Process]:
-    """Ray worker processes of this bench (descendants of this process), never others'."""
-    out = []
-    for p in psutil.Process(os.getpid()).children(recursive=True):
-        try:
-            title = " ".join(p.cmdline()) + p.name()
-        except psutil.Error:
-            continue
-        if "GnnWorker" in title:
-            out.append(p)
-    return out
-
-
 def run_case(name: str, cfg: RunConfig, ref: dict[str, torch.Tensor] | None,
              killer: bool = False) -> dict[str, Any]:
     from gnntrain.runtime.coordinator import run_training
@@ -93,7 +81,7 @@ def run_case(name: str, cfg: RunConfig, ref: dict[str, torch.Tensor] | None,
     def kill_one() -> None:
         runs = Path(cfg.train.run_root)
         while not stop.is_set() and not killed:
-            procs = my_workers()
+            procs = worker_processes()
             if procs and list(runs.glob("*/checkpoints/ckpt-*.pt")):
                 procs[0].send_signal(signal.SIGKILL)
                 killed.append(procs[0].pid)

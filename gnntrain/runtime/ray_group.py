@@ -188,6 +188,27 @@ class WorkerActor:
         return dict(self.core.progress) if self.core is not None else {"phase": "starting"}
 
 
+def worker_processes(root: Any = None) -> list[Any]:
+    """The worker-actor processes (``ray::GnnWorker``) descended from ``root`` (a
+    ``psutil.Process``; default this process). Other Ray sessions' workers are never
+    listed, so a drill or test that kills or counts them touches only its own."""
+    import psutil
+
+    root = root or psutil.Process()
+    try:
+        procs = root.children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for p in procs:
+        try:
+            if "GnnWorker" in " ".join(p.cmdline()) + p.name():
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
 _SERVE = ("serve_sample", "serve_features", "serve_hidden", "ping", "progress")
 
 

@@ -42,7 +42,7 @@ def planetoid_copy(data_root: Path, tmp_path: Path) -> Path:
     """A writable copy of the Planetoid raw files (PyG's Planetoid writes processed/)."""
     src = data_root / "planetoid"
     if not src.is_dir():
-        pytest.skip(f"{src} not found")
+        pytest.skip(f"real data absent: {src} not found under GNNTRAIN_DATA / ../shared/datasets")
     dst = tmp_path / "planetoid"
     for name in ("Cora", "CiteSeer"):
         shutil.copytree(src / name / "raw", dst / name / "raw")

@@ -15,28 +15,9 @@ import pytest
 
 from gnntrain.runtime.cluster import ClusterError
 from gnntrain.runtime.coordinator import run_training
-from gnntrain.runtime.ray_group import WorkerFailure
+from gnntrain.runtime.ray_group import WorkerFailure, worker_processes
 from tests.conftest import REPO, make_graph
 from tests.runtime.helpers import tiny_cfg
-
-
-def worker_processes(root: psutil.Process | None = None) -> list[psutil.Process]:
-    """Ray worker actors of *this* test (descendants of ``root``, default this process);
-    other Ray sessions on the machine are not ours to count."""
-    root = root or psutil.Process()
-    out = []
-    try:
-        procs = root.children(recursive=True)
-    except psutil.Error:
-        return out
-    for p in procs:
-        try:
-            title = " ".join(p.cmdline()) + p.name()
-        except psutil.Error:
-            continue
-        if "GnnWorker" in title:
-            out.append(p)
-    return out
 
 
 def wait_no_workers(timeout_s: float = 20.0) -> list[psutil.Process]:

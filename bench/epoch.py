@@ -22,6 +22,10 @@ other setting from the YAML. Sections:
   whole graph as one sparse CSR adjacency, one optimiser step per epoch).
 * ``overhead``: 1 and 2 Ray workers (each uses 1 torch thread: ``ray_group.py`` sets
   it), against the single-process trainer at 1 thread.
+* ``steps``: the training step alone (forward, backward, Adam) on the same 6 sampled
+  batches, 1 torch thread, with each of the model's two speed-ups switched off in turn:
+  message passing over the block's CSR (``torch.sparse.mm``) vs PyG's per-edge
+  ``edge_index`` path, and the fused numba ReLU + dropout vs ``F.relu`` + ``F.dropout``.
 
 Every run trains ``--epochs`` epochs and the epochs after the first are timed (the numba
 kernels are cached on disk, so the first is close, but it is not counted). Accuracy is
@@ -59,7 +63,7 @@ from gnntrain.runtime.core import make_optimizer
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out"
-SECTIONS = ("ours", "dgl", "pyg", "overhead")
+SECTIONS = ("ours", "dgl", "pyg", "overhead", "steps")
 WORKLOAD = ["sampler.fanouts=[15,10,5]", "sampler.batch_size=1024", "model.arch=sage",
             "model.hidden=256", "model.layers=3", "model.dropout=0.5", "train.lr=0.003",
             "train.optimizer=adam", "train.eval=full"]
@@ -237,6 +241,63 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
             "loadavg_before": load_before, "loadavg_after": round(os.getloadavg()[0], 2)}
 
 
+def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) -> dict[str, Any]:
+    """Seconds per training step for the four combinations of the two speed-ups."""
+    import gnntrain.models as models
+    from samplers import Block, CSRSource, NeighborSampler
+
+    sampler = NeighborSampler(CSRSource.from_graph(graph), list(cfg.sampler.fanouts))
+    rng = np.random.default_rng(cfg.train.seed)
+    data = []
+    for i in range(batches):
+        seeds = np.sort(rng.choice(graph.train_idx, cfg.sampler.batch_size, replace=False))
+        b = sampler.sample(seeds, key=i)
+        data.append((torch.from_numpy(graph.x[b.input_nodes]), torch.from_numpy(graph.y[b.seeds]),
+                     b.blocks, [Block(bl.edge_index, bl.num_src, bl.num_dst) for bl in b.blocks]))
+    fused = models.relu_dropout
+
+    def unfused(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+        return F.dropout(F.relu(x), p=p, training=training)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out: dict[str, Any] = {"batches": batches, "repeats": repeats,
+                           "edges": [bl.num_edges for bl in data[0][2]],
+                           "nodes": [bl.num_src for bl in data[0][2]] + [data[0][2][-1].num_dst]}
+    try:
+        for csr in (True, False):
+            for fuse in (True, False):
+                models.relu_dropout = fused if fuse else unfused  # type: ignore[assignment]
+                model = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
+                opt = make_optimizer(model, cfg)
+                model.train()
+                times = []
+                for r in range(repeats + 1):  # the first pass warms up and is not timed
+                    t0 = time.perf_counter()
+                    for x, y, with_csr, without in data:
+                        opt.zero_grad()
+                        F.cross_entropy(model(x, with_csr if csr else without), y).backward()
+                        opt.step()
+                    if r:
+                        times.append((time.perf_counter() - t0) / batches)
+                key = f"{'csr' if csr else 'edge_index'}+{'fused' if fuse else 'F.dropout'}"
+                out[key] = float(np.median(times))
+    finally:
+        models.relu_dropout = fused  # type: ignore[assignment]
+        torch.set_num_threads(before)
+    out["loadavg_after"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def print_steps(st: dict[str, Any]) -> None:
+    base = st["edge_index+F.dropout"]
+    print(f"\ntraining step, 1 thread, {st['batches']} batches x {st['repeats']} (nodes per layer "
+          f"{st['nodes']}, edges {st['edges']})")
+    print(f"{'message passing + activation':<34} {'s/step':>8} {'speed-up':>9}")
+    for key in ("edge_index+F.dropout", "edge_index+fused", "csr+F.dropout", "csr+fused"):
+        print(f"{key:<34} {st[key]:>8.3f} {base / st[key]:>8.2f}x")
+
+
 # -- report -----------------------------------------------------------------------------
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
@@ -378,6 +439,10 @@ def main(argv: list[str] | None = None) -> int:
                 results[f"ray{k}"] = run_ours(cfg_k, graph, label=f"ours, Ray, {k} worker(s)",
                                               single_process=False, threads=1, keep=args.keep_runs)
                 print(f"  Ray, {k} worker(s): {results[f'ray{k}']['epoch_s']:.2f} s/epoch")
+    steps: dict[str, Any] = {}
+    if "steps" in only:
+        steps = run_steps(cfg, graph)
+        print_steps(steps)
     targets: dict[str, float] = {}
     ratios: dict[str, float] = {}
     if results:
@@ -394,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps({"machine": info, "config": cfg.model_dump(mode="json"),
                                 "graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
                                           "train": int(graph.train_idx.size)},
-                                "results": results, "overhead_ratios": ratios, "targets": targets,
+                                "results": results, "steps": steps, "overhead_ratios": ratios, "targets": targets,
                                 "notes": notes, "total_s": total, "argv": sys.argv[1:]}, indent=1))
     print(f"wrote {path}")
     return 0

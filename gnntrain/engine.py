@@ -307,8 +307,9 @@ def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray
         edge_index = torch.from_numpy(np.stack([inv.astype(np.int64) + (b - a), dst_local]))
         sel = torch.from_numpy(src_ids)
         d = deg_all[sel].to(device) if deg_all is not None else None
+        chunk_ptr = torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device)
         out = model.layer(layer, h_all[sel].to(device), b - a, edge_index.to(device), d,
-                          d[:b - a] if d is not None else None)
+                          d[:b - a] if d is not None else None, chunk_ptr)
         outs.append(out.cpu())
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")

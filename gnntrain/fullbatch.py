@@ -45,6 +45,7 @@ def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
         edge_index = ei
         num_src = n
         num_dst = n
+        indptr = None  # PyG's per-edge path: this module is the PyG full-batch reference
 
     blocks = [Whole()] * cfg.model.layers
     times = []

@@ -27,11 +27,16 @@ class Block:
       ``batch.input_nodes[i]``, the same numbering in every block of a batch.
     * The dst nodes are the **first** ``num_dst`` src nodes (DGL's MFG convention), so a
       layer reads ``x_dst = x_src[:num_dst]``.
+    * ``indptr`` (optional) int64 ``[num_dst + 1]``: when set, the edges are grouped by
+      dst in order, the in-edges of dst ``d`` being columns ``indptr[d]:indptr[d + 1]``
+      of ``edge_index`` — a CSR of the block, so :meth:`adj_t` is free and a layer can run
+      one sparse-dense product instead of per-edge gather/scatter. The sampler sets it.
     """
 
     edge_index: torch.Tensor
     num_src: int
     num_dst: int
+    indptr: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -46,8 +51,21 @@ class Block:
         """The PyG ``edge_index`` of this layer: use it with ``size=block.size``."""
         return self.edge_index
 
+    def adj_t(self, values: torch.Tensor) -> torch.Tensor:
+        """The block as a sparse CSR ``[num_dst, num_src]`` matrix (PyG's ``adj_t``) holding
+        ``values[e]`` for edge ``e``; needs :attr:`indptr`."""
+        if self.indptr is None:
+            raise SamplerError("Block.adj_t needs indptr (edges grouped by destination)")
+        return torch.sparse_csr_tensor(self.indptr, self.edge_index[0], values,
+                                       size=(self.num_dst, self.num_src), check_invariants=False)
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src, self.num_dst)
+        return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src, self.num_dst,
+                     None if self.indptr is None else self.indptr.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> Block:
+        return Block(self.edge_index.pin_memory(), self.num_src, self.num_dst,
+                     None if self.indptr is None else self.indptr.pin_memory())
 
 
 @dataclass
@@ -89,8 +107,7 @@ class PreparedBatch:
     def pin_memory(self) -> PreparedBatch:
         """Page-locked copies, so ``.to('cuda', non_blocking=True)`` overlaps compute."""
         return PreparedBatch(self.x.pin_memory(), self.y.pin_memory(),
-                             [Block(b.edge_index.pin_memory(), b.num_src, b.num_dst)
-                              for b in self.blocks], self.seeds)
+                             [b.pin_memory() for b in self.blocks], self.seeds)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> PreparedBatch:
         return PreparedBatch(self.x.to(device, non_blocking=non_blocking),

@@ -140,7 +140,10 @@ class NeighborSampler:
                     ei, nn = K.relabel_hashed(nbrs, counts, sc.keys, sc.vals, sc.nodes,
                                               np.int64(n_nodes))
                 n_nodes = int(nn)
-                blocks.append(Block(torch.from_numpy(ei), num_src=n_nodes, num_dst=n_dst))
+                indptr = np.zeros(n_dst + 1, dtype=np.int64)
+                np.cumsum(counts, out=indptr[1:])
+                blocks.append(Block(torch.from_numpy(ei), num_src=n_nodes, num_dst=n_dst,
+                                    indptr=torch.from_numpy(indptr)))
                 total += int(nbrs.size)
             input_nodes = sc.nodes[:n_nodes].copy()
         finally:

@@ -5,7 +5,8 @@
 
 Synthetic part (``gnntrain.data.synthetic``, 100 features): for each k, on the same
 symmetrised CSR and vertex weights, the bare ``METIS_PartGraphKway`` call (our ctypes
-binding, with and without METIS's spill-to-disk option), pymetis (one constraint: the
+binding, with and without METIS's spill-to-disk option, aimed at the same ``ubvec`` as
+the build's first call: ``partition.methods.metis_target(1.05)``), pymetis (one constraint: the
 reason for the ctypes binding), then ``build_partition_set`` from the in-memory graph to
 the set renamed into place (hash, symmetrise, METIS, renumber, write + checksums), for
 metis in both memory modes, random and ldg. Ratios: build time / bare METIS time of the
@@ -40,7 +41,7 @@ from gnntrain.config import DatasetConfig, SyntheticConfig, data_root
 from gnntrain.data.graph import Graph
 from gnntrain.data.synthetic import generate
 from partition import PartitionConfig, assign_parts, build_partition_set
-from partition.methods import symmetrize, vertex_weights
+from partition.methods import metis_target, symmetrize, vertex_weights
 from partition.metis import load_metis, part_graph_kway
 from partition.steps import StepRecorder, current_rss
 
@@ -79,8 +80,8 @@ def _bare(g: Graph, sym: Any, w: np.ndarray, k: int, spill: str | None, name: st
     for _ in range(repeats):
         rec = StepRecorder()
         with rec(name):
-            parts, _ = part_graph_kway(sym.xadj, sym.adjncy, k, vwgt=w, ubvec=1.05, seed=1,
-                                       spill_dir=spill)
+            parts, _ = part_graph_kway(sym.xadj, sym.adjncy, k, vwgt=w, ubvec=metis_target(1.05),
+                                       seed=1, spill_dir=spill)
         s = rec.steps[0]
         if not best or s.seconds < best["seconds"]:
             best = {"seconds": s.seconds, "cpu_seconds": s.cpu_seconds}

@@ -83,7 +83,7 @@ class Graph:
                         self.train_idx, self.val_idx, self.test_idx):
                 a = np.ascontiguousarray(arr)
                 h.update(str((a.dtype.str, a.shape)).encode())
-                h.update(memoryview(a.reshape(-1)).cast("B") if a.size else b"")  # no copy
+                h.update(memoryview(a.reshape(-1)).cast("B") if a.size else b"")  # type: ignore[arg-type]  # no copy
             h.update(str(self.num_classes).encode())
             self._hash.append(h.hexdigest()[:16])
         return self._hash[0]

@@ -16,7 +16,6 @@ GAT always runs PyG's ``GATConv`` on ``edge_index`` (attention is per edge).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -26,10 +25,7 @@ from torch_geometric.nn import GATConv, SAGEConv
 
 from gnntrain.config import ModelConfig
 from gnntrain.ops import relu_dropout
-
-# torch announces once per process that sparse CSR support is "beta"; the two ops used here
-# (CSR construction and torch.sparse.mm) are the ones PyG itself relies on.
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+from samplers.batch import csr_adjacency
 
 
 class BlockLike(Protocol):
@@ -45,8 +41,7 @@ class BlockLike(Protocol):
 def spmm(indptr: Tensor, edge_index: Tensor, values: Tensor, x_src: Tensor, num_dst: int) -> Tensor:
     """``out[d] = sum_e values[e] * x_src[src_e]`` over the in-edges ``e`` of ``d``, as one
     CSR product; edges grouped by destination, ``indptr`` their ``[num_dst + 1]`` offsets."""
-    adj = torch.sparse_csr_tensor(indptr, edge_index[0], values.to(x_src.dtype),
-                                  size=(num_dst, x_src.shape[0]), check_invariants=False)
+    adj = csr_adjacency(indptr, edge_index, values.to(x_src.dtype), num_dst, x_src.shape[0])
     if x_src.is_cuda:
         return torch.sparse.mm(adj, x_src)  # cuSPARSE
     return torch.sparse.mm(adj, x_src, "sum")  # CPU kernel with its own backward

@@ -6,12 +6,17 @@ step, so the feature fetch (local table, cache, remote owners) can be scheduled 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from samplers.base import SamplerError
+
+# torch announces once per process that sparse CSR support is "beta"; the two ops used on
+# blocks (CSR construction and torch.sparse.mm) are the ones PyG itself relies on.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
 
 @dataclass
@@ -56,8 +61,8 @@ class Block:
         ``values[e]`` for edge ``e``; needs :attr:`indptr`."""
         if self.indptr is None:
             raise SamplerError("Block.adj_t needs indptr (edges grouped by destination)")
-        return torch.sparse_csr_tensor(self.indptr, self.edge_index[0], values,
-                                       size=(self.num_dst, self.num_src), check_invariants=False)
+        return csr_adjacency(self.indptr, self.edge_index, values, self.num_dst, self.num_src)
+
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
         return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src, self.num_dst,
@@ -147,3 +152,11 @@ def to_pyg(batch: SampledBatch | PreparedBatch) -> list[PygAdj]:
     ``NeighborSampler`` adjs): ``for adj, conv in zip(to_pyg(b), convs):
     x = conv((x, x[:adj.size[1]]), adj.edge_index, size=adj.size)``."""
     return [PygAdj(b.to_pyg_edge_index(), b.size) for b in batch.blocks]
+
+
+def csr_adjacency(indptr: torch.Tensor, edge_index: torch.Tensor, values: torch.Tensor,
+                  num_dst: int, num_src: int) -> torch.Tensor:
+    """Sparse CSR ``[num_dst, num_src]`` of edges grouped by destination (``indptr`` their
+    offsets, ``edge_index[0]`` the sources), ``values[e]`` on edge ``e``."""
+    return torch.sparse_csr_tensor(indptr, edge_index[0], values, size=(num_dst, num_src),
+                                   check_invariants=False)

@@ -107,19 +107,27 @@ class WorkerActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def setup(self, handles: list[Any], master: tuple[str, int], attempt: int = 0) -> int:
+    def setup(self, handles: list[Any], master: tuple[str, int], attempt: int = 0,
+              backend: str = "gloo") -> int:
+        """Join the process group and build the worker core. ``backend`` is ``nccl`` only
+        when every worker holds a GPU of its own (NCCL refuses two ranks on one device);
+        workers sharing a GPU sum their CUDA gradients with gloo through a host copy."""
         import torch.distributed as dist
 
         cc = self.cfg.cluster
         if self.world > 1:
-            backend = "nccl" if self.cfg.train.device == "cuda" else "gloo"
             dist.init_process_group(backend, init_method=f"tcp://{master[0]}:{master[1]}",
                                     rank=self.rank, world_size=self.world,
                                     timeout=timedelta(seconds=cc.collective_timeout_s))
 
         def allreduce(t: torch.Tensor) -> torch.Tensor:
-            if self.world > 1:
-                dist.all_reduce(t, op=dist.ReduceOp.SUM)
+            if self.world == 1:
+                return t
+            if t.is_cuda and backend != "nccl":
+                host = t.cpu()
+                dist.all_reduce(host, op=dist.ReduceOp.SUM)
+                return t.copy_(host)
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
             return t
 
         peers = RayPeers(handles, self.rank, cc.call_timeout_s)
@@ -261,8 +269,9 @@ class RayGroup(WorkerGroup):
         try:
             master = self._get([self.actors[0].address.remote()], "start-up")[0]
             self.pids = self._get([a.pid.remote() for a in self.actors], "start-up")
-            counts = self._get([a.setup.remote(self.actors, master, attempt) for a in self.actors],
-                               "setup")
+            backend = "nccl" if gpus >= 1 else "gloo"  # NCCL needs one GPU per rank
+            counts = self._get([a.setup.remote(self.actors, master, attempt, backend)
+                                for a in self.actors], "setup")
         except BaseException:
             self.shutdown()
             raise

@@ -58,8 +58,9 @@ from rich.console import Console
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.data.graph import Graph
+from gnntrain.engine import make_optimizer
 from gnntrain.models import build_model
-from gnntrain.runtime.core import make_optimizer
+from samplers import Block
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out"
@@ -149,7 +150,7 @@ def run_ours(cfg: RunConfig, graph: Graph, *, label: str, single_process: bool =
 def dgl_state(cfg: RunConfig, graph: Graph) -> dict[str, np.ndarray]:
     """Our initial parameters under DGL SAGEConv names (PyG lin_l -> fc_neigh + the bias,
     lin_r -> fc_self): the DGL loop starts from the same point."""
-    sd = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed).state_dict()
+    sd = build_model(cfg.model.arch, cfg.model, graph.num_features, graph.num_classes, cfg.train.seed).state_dict()
     out = {}
     for i in range(cfg.model.layers):
         out[f"layers.{i}.fc_neigh.weight"] = sd[f"convs.{i}.lin_l.weight"].numpy()
@@ -205,15 +206,15 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
         warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
         adj = torch.sparse_csr_tensor(torch.from_numpy(graph.indptr), torch.from_numpy(graph.indices),
                                       torch.ones(graph.num_edges), size=(n, n))
-    model = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
-    opt = make_optimizer(model, cfg)
+    model = build_model(cfg.model.arch, cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
+    opt = make_optimizer(model, cfg.train.optimizer, cfg.train.lr, cfg.train.weight_decay)
     x, y = torch.from_numpy(graph.x), torch.from_numpy(graph.y)
     tr = torch.from_numpy(graph.train_idx)
 
     def forward() -> torch.Tensor:
         h = x
         for i in range(model.num_layers):
-            h = model.layer(i, h, n, adj)  # adj rows = destinations: PyG's adj_t
+            h = model.layer(i, Block(adj, n, n), h)  # adj rows = destinations: PyG's adj_t
         return h
 
     torch.manual_seed(cfg.train.seed)
@@ -243,7 +244,7 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
 
 def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) -> dict[str, Any]:
     """Seconds per training step for the four combinations of the two speed-ups."""
-    import gnntrain.models as models
+    import gnntrain.models.builtin as models
     from samplers import Block, CSRSource, NeighborSampler
 
     sampler = NeighborSampler(CSRSource.from_graph(graph), list(cfg.sampler.fanouts))
@@ -268,15 +269,15 @@ def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) 
         for csr in (True, False):
             for fuse in (True, False):
                 models.relu_dropout = fused if fuse else unfused  # type: ignore[assignment]
-                model = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
-                opt = make_optimizer(model, cfg)
+                model = build_model(cfg.model.arch, cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
+                opt = make_optimizer(model, cfg.train.optimizer, cfg.train.lr, cfg.train.weight_decay)
                 model.train()
                 times = []
                 for r in range(repeats + 1):  # the first pass warms up and is not timed
                     t0 = time.perf_counter()
                     for x, y, with_csr, without in data:
                         opt.zero_grad()
-                        F.cross_entropy(model(x, with_csr if csr else without), y).backward()
+                        F.cross_entropy(model(with_csr if csr else without, x), y).backward()
                         opt.step()
                     if r:
                         times.append((time.perf_counter() - t0) / batches)

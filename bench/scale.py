@@ -86,10 +86,10 @@ from gnntrain.data.graph import Graph
 from gnntrain.data.synthetic import generate
 from gnntrain.engine import steps_per_epoch
 from gnntrain.report import fmt_bytes
-from gnntrain.runtime.core import PartLike
 from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
-from gnntrain.simulate import simulate_k
+from gnntrain.simulate import dry_epoch, simulate_k
+from gnntrain.tasks import build_task
 from partition import PartitionSet, build_partition_set
 from partition.steps import StepRecorder
 from samplers import CSRSource, NeighborSampler
@@ -190,28 +190,31 @@ def simulate_lean(cfg_k: RunConfig, pset: PartitionSet, *, epoch: int = 0) -> di
     does by snapshotting after setup.
     """
     k = pset.num_parts
-    parts: list[PartLike] = [pset.load_part(p) for p in range(k)]
-    group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes))
-    cores = group.cores
+    parts = [pset.load_part(p) for p in range(k)]
+    task = build_task(cfg_k.task.kind, dict(cfg_k.task.options))
+    group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
+                          cfg_k.model.arch, task)
+    cores = [w.access for w in group.workers]
     setup_b = np.zeros((k, *cores[0].comm.bytes.shape), dtype=np.int64)
     setup_m = np.zeros_like(setup_b)
     try:
         t1 = time.perf_counter()
         steps = steps_per_epoch(group.train_counts, cfg_k.sampler.batch_size)
         results = []
-        for c in cores:
+        for w, c in zip(group.workers, cores, strict=True):
             b0 = np.stack([x.comm.bytes for x in cores])
             m0 = np.stack([x.comm.messages for x in cores])
-            c.setup_cache()
+            w.setup_cache()
             setup_b += np.stack([x.comm.bytes for x in cores]) - b0
             setup_m += np.stack([x.comm.messages for x in cores]) - m0
-            results.append(c.simulate_epoch(epoch, steps))
+            results.append(dry_epoch(w, epoch, steps))
             c.reader.cache = None  # the next worker's cache takes its place
-        for r, snap, sb, sm in zip(results, group.comm_snapshots(), setup_b, setup_m, strict=True):
+        snaps = group.call("comm_snapshot", phase="accounting")
+        for r, snap, sb, sm in zip(results, snaps, setup_b, setup_m, strict=True):
             snap["bytes"] = (np.asarray(snap["bytes"]) - sb).tolist()
             snap["messages"] = (np.asarray(snap["messages"]) - sm).tolist()
             r["comm"] = snap
-        rec = epoch_record(epoch, results, k, time.perf_counter() - t1)
+        rec = epoch_record(epoch, results, k, time.perf_counter() - t1, task)
     finally:
         group.shutdown()
     train_counts = group.train_counts

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import copy
 import os
+import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from partition.config import PartitionConfig
 from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
     "CacheConfig", "ClusterConfig", "ConfigError", "DatasetConfig", "FaultConfig", "ModelConfig",
-    "PartitionConfig", "RunConfig", "SamplerConfig", "SyntheticConfig", "TrainConfig",
+    "PartitionConfig", "RunConfig", "SamplerConfig", "SyntheticConfig", "TaskConfig", "TrainConfig",
     "load_config", "data_root",
 ]
 
@@ -164,13 +166,51 @@ class DatasetConfig(_Frozen):
         return self
 
 
+BUILTIN_ARCHS = ("sage", "gcn", "gat")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def _check_import_path(value: str, builtin: tuple[str, ...], field: str) -> str:
+    if value not in builtin and not _IMPORT_PATH.match(value):
+        raise ValueError(f"{field}={value!r}: expected one of {list(builtin)} or an import path "
+                         "'package.module:name'")
+    return value
+
+
 class ModelConfig(_Frozen):
-    arch: Literal["sage", "gcn", "gat"] = "sage"
+    """The model: a built-in ``arch`` or a user factory ``package.module:factory`` called
+    as ``factory(in_dim, out_dim, model_config)`` (:mod:`gnntrain.models.protocol`)."""
+
+    arch: str = Field("sage", description="sage | gcn | gat | package.module:factory")
     hidden: int = Field(256, ge=1)
     layers: int = Field(3, ge=1)
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
     norm: Literal["none", "batch", "layer"] = "none"
     heads: int = Field(4, ge=1, description="attention heads (gat only)")
+    options: dict[str, Any] = Field(default_factory=dict, description="free-form settings for a "
+                                    "user factory (it type-checks them); built-ins take none")
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: str) -> str:
+        return _check_import_path(v, BUILTIN_ARCHS, "arch")
+
+
+BUILTIN_TASKS = ("node_classification",)
+
+
+class TaskConfig(_Frozen):
+    """The learning problem (:mod:`gnntrain.tasks`): a built-in ``kind`` or a user task
+    ``package.module:factory``, made with ``options`` as keyword arguments."""
+
+    kind: str = Field("node_classification", description="node_classification | package.module:factory")
+    options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the "
+                                    "task, e.g. {label_smoothing: 0.1}")
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        return _check_import_path(v, BUILTIN_TASKS, "kind")
 
 
 class TrainConfig(_Frozen):
@@ -221,6 +261,7 @@ class RunConfig(_Frozen):
     partition: PartitionConfig = Field(default_factory=PartitionConfig)
     sampler: SamplerConfig = Field(default_factory=SamplerConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     faults: FaultConfig = Field(default_factory=FaultConfig)
@@ -231,6 +272,10 @@ class RunConfig(_Frozen):
             raise ValueError(
                 f"model.layers={self.model.layers} but sampler.fanouts has "
                 f"{len(self.sampler.fanouts)} entries {self.sampler.fanouts}: give one fanout per layer")
+        if self.sampler.weighted:
+            raise ValueError("sampler.weighted=true: training runs carry no edge weights (no "
+                             "dataset source provides them); use uniform sampling "
+                             "(sampler.weighted=false)")
         return self
 
 
@@ -264,6 +309,12 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     node: Any = RunConfig
     target = raw
     for i, part in enumerate(parts):
+        if node is dict:  # inside a free-form mapping (model.options, task.options): any key
+            if i == len(parts) - 1:
+                target[part] = yaml.safe_load(value)
+            else:
+                target = target.setdefault(part, {})
+            continue
         fields = getattr(node, "model_fields", None)
         if fields is None or part not in fields:
             known = ", ".join(sorted(fields)) if fields else "(none: not a section)"
@@ -275,7 +326,8 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
                 raise ConfigError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a section")
-            node = fields[part].annotation
+            ann = fields[part].annotation
+            node = dict if typing.get_origin(ann) is dict else ann
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None,

@@ -1,9 +1,9 @@
 """The training step and the batch pipeline shared by the single-process trainer and
 every distributed worker.
 
-One step reads as nanoGPT's loop does: take the next prepared batch, forward, sum the
-loss, backward, **all-reduce** the flattened gradients together with the example count,
-divide by the global count, step. With a no-op all-reduce this is the single-process
+One step reads as nanoGPT's loop does: take the next prepared batch, forward and summed
+loss (the task's :meth:`~gnntrain.tasks.Task.training_step`), backward, **all-reduce** the
+flattened gradients together with the example count, divide by the global count, step. With a no-op all-reduce this is the single-process
 reference; with gloo it is data-parallel training whose gradient equals that of the
 mean loss over the union of all workers' batches.
 """
@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from gnntrain.models import BlockGNN, flat_grads, set_flat_grads
-from samplers import NeighborSampler, PreparedBatch, SampledBatch, prepare
+from gnntrain.models import flat_grads, set_flat_grads
+from gnntrain.tasks import MetricState, SeedBatch, Task
+from samplers import Block, NeighborSampler, PreparedBatch, SampledBatch, prepare
 
 AllReduce = Callable[[Tensor], Tensor]
 """Sums a 1-d float tensor across all workers and returns the sum (identity for one)."""
@@ -43,20 +43,6 @@ class FeatureReader(Protocol):
     def degrees(self, ids: np.ndarray) -> np.ndarray: ...
 
 
-class ArrayReader:
-    """A feature reader over in-memory arrays indexed by global id (single process)."""
-
-    def __init__(self, x: np.ndarray, deg: np.ndarray) -> None:
-        self.x = x
-        self.deg = deg
-
-    def read(self, ids: np.ndarray) -> np.ndarray:
-        return self.x[ids]
-
-    def degrees(self, ids: np.ndarray) -> np.ndarray:
-        return self.deg[ids]
-
-
 def mix_seed(*parts: int | str) -> int:
     """A 63-bit integer key derived from ``parts`` (stable across processes and runs)."""
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
@@ -70,28 +56,6 @@ def steps_per_epoch(train_counts: Sequence[int], batch_size: int) -> int:
     number of collectives (no DistDGL #3538 deadlock when parts differ).
     """
     return max(1, math.ceil(max(train_counts) / batch_size))
-
-
-def epoch_batches(train_ids: np.ndarray, steps: int, *, seed: int, epoch: int, rank: int,
-                  shuffle: bool = True, locality_order: np.ndarray | None = None) -> list[np.ndarray]:
-    """Split this worker's training ids into exactly ``steps`` near-equal batches.
-
-    A part with fewer training nodes gets smaller (possibly empty) batches rather than
-    fewer steps; every node is used once per epoch. With ``locality_order`` (the training
-    ids in a bandwidth-reducing order, see :func:`locality_order`) each batch is a run of
-    nearby seeds that share neighbours (BGL); the runs start at a random offset and are
-    visited in random order every epoch.
-    """
-    rng = np.random.default_rng([seed, epoch, rank])
-    if locality_order is not None:
-        ids = np.roll(locality_order, -int(rng.integers(0, max(1, locality_order.size))))
-        batches = np.array_split(ids, steps)
-        order = rng.permutation(steps) if shuffle else np.arange(steps)
-        return [np.ascontiguousarray(batches[i]) for i in order]
-    ids = train_ids
-    if shuffle:
-        ids = ids[rng.permutation(ids.shape[0])]
-    return [np.ascontiguousarray(b) for b in np.array_split(ids, steps)]
 
 
 def locality_order(indptr: np.ndarray, indices: np.ndarray, start: int, train_ids: np.ndarray) -> np.ndarray:
@@ -115,12 +79,19 @@ def locality_order(indptr: np.ndarray, indices: np.ndarray, start: int, train_id
     return (perm[is_train[perm]] + start).astype(np.int64)
 
 
+def make_optimizer(model: torch.nn.Module, optimizer: str, lr: float,
+                   weight_decay: float) -> torch.optim.Optimizer:
+    """``train.optimizer`` over the model's parameters."""
+    if optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+
 @dataclass
 class Prepared:
     """A prepared batch plus what it cost to make."""
 
     batch: PreparedBatch | None
-    deg: Tensor | None
     sample_s: float
     fetch_s: float
     num_input: int
@@ -135,12 +106,12 @@ class BatchPipeline:
     Exceptions on the producer thread are re-raised in the consumer.
     """
 
-    def __init__(self, sampler: NeighborSampler, reader: FeatureReader, labels: Callable[[np.ndarray], np.ndarray],
-                 batches: list[np.ndarray], keys: list[int], *, prefetch: int, need_deg: bool,
-                 pin: bool = False) -> None:
+    def __init__(self, sampler: NeighborSampler, reader: FeatureReader,
+                 targets: Callable[[SeedBatch], np.ndarray], batches: list[SeedBatch],
+                 keys: list[int], *, prefetch: int, need_deg: bool, pin: bool = False) -> None:
         self.sampler = sampler
         self.reader = reader
-        self.labels = labels
+        self.targets = targets
         self.batches = batches
         self.keys = keys
         self.need_deg = need_deg
@@ -155,21 +126,18 @@ class BatchPipeline:
 
     def make(self, i: int) -> Prepared:
         seeds = self.batches[i]
-        if seeds.size == 0:
-            return Prepared(None, None, 0.0, 0.0, 0, 0)
+        if seeds.empty:
+            return Prepared(None, 0.0, 0.0, 0, 0)
         t0 = time.perf_counter()
-        sb: SampledBatch = self.sampler.sample(seeds, self.keys[i])
+        sb: SampledBatch = self.sampler.sample(seeds.nodes, self.keys[i])
         t1 = time.perf_counter()
         x = self.reader.read(sb.input_nodes)
-        y = self.labels(sb.seeds)
-        pb = prepare(sb, x, y)
-        deg = (torch.from_numpy(self.reader.degrees(sb.input_nodes).astype(np.float32))
-               if self.need_deg else None)
+        deg = self.reader.degrees(sb.input_nodes).astype(np.float32) if self.need_deg else None
+        pb = prepare(sb, x, self.targets(seeds), deg)
         if self.pin:
             pb = pb.pin_memory()
-            deg = deg.pin_memory() if deg is not None else None
         t2 = time.perf_counter()
-        return Prepared(pb, deg, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges))
+        return Prepared(pb, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges))
 
     def _produce(self) -> None:
         try:
@@ -212,7 +180,7 @@ class EpochStats:
     steps: int = 0
     examples: int = 0
     loss_sum: float = 0.0
-    correct: int = 0
+    state: MetricState = field(default_factory=dict)
     sample_s: float = 0.0
     fetch_s: float = 0.0
     compute_s: float = 0.0
@@ -224,10 +192,12 @@ class EpochStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["state"] = {k: np.asarray(v).tolist() for k, v in self.state.items()}
+        return out
 
 
-def train_step(model: BlockGNN, opt: torch.optim.Optimizer, item: Prepared,
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, item: Prepared,
                allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None) -> None:
     """One synchronous step. Every worker calls it once per step, even with an empty batch,
     so the all-reduce always has all participants."""
@@ -235,28 +205,25 @@ def train_step(model: BlockGNN, opt: torch.optim.Optimizer, item: Prepared,
     model.train()
     opt.zero_grad(set_to_none=False)
     t0 = time.perf_counter()
-    local = torch.zeros(3, device=device)
+    local = torch.zeros(2, device=device)
     if item.batch is not None:
-        b = item.batch.to(device, non_blocking=True)
-        deg = item.deg.to(device, non_blocking=True) if item.deg is not None else None
-        logits = model(b.x, b.blocks, deg)
-        loss_sum = F.cross_entropy(logits, b.y, reduction="sum")
-        loss_sum.backward()
-        local = torch.stack([torch.tensor(float(b.y.shape[0]), device=device), loss_sum.detach(),
-                             (logits.argmax(1) == b.y).sum().to(loss_sum.dtype)])
-    # gradient sync: one flat buffer holding every gradient plus (count, loss, correct)
-    buf = torch.cat([flat_grads(model), local])
+        out = task.training_step(model, item.batch.to(device, non_blocking=True))
+        out.loss_sum.backward()
+        local = torch.stack([torch.tensor(float(out.count), device=device),
+                             out.loss_sum.detach().to(torch.float32)])
+        stats.state = task.merge([stats.state, out.state])
+    # gradient sync: one flat buffer holding every gradient plus (count, loss)
+    buf = torch.cat([flat_grads(model).to(device), local])
     t1 = time.perf_counter()
     buf = allreduce(buf)
     t2 = time.perf_counter()
-    count = float(buf[-3])
+    count = float(buf[-2])
     if count > 0:
-        set_flat_grads(model, buf[:-3] / count)
+        set_flat_grads(model, buf[:-2] / count)
         opt.step()
     stats.steps += 1
     stats.examples += int(local[0])
     stats.loss_sum += float(local[1])
-    stats.correct += int(local[2])
     stats.compute_s += (t1 - t0) + (time.perf_counter() - t2)
     stats.sync_s += t2 - t1
     stats.input_nodes += item.num_input
@@ -265,7 +232,7 @@ def train_step(model: BlockGNN, opt: torch.optim.Optimizer, item: Prepared,
     stats.fetch_s += item.fetch_s
 
 
-def run_epoch(model: BlockGNN, opt: torch.optim.Optimizer, pipeline: BatchPipeline,
+def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pipeline: BatchPipeline,
               allreduce: AllReduce, epoch: int,
               on_step: Callable[[int], None] | None = None,
               device: torch.device | None = None) -> EpochStats:
@@ -273,7 +240,7 @@ def run_epoch(model: BlockGNN, opt: torch.optim.Optimizer, pipeline: BatchPipeli
     t0 = time.perf_counter()
     try:
         for step, item in enumerate(pipeline):
-            train_step(model, opt, item, allreduce, stats, device)
+            train_step(model, opt, task, item, allreduce, stats, device)
             if on_step is not None:
                 on_step(step)
     finally:
@@ -284,16 +251,19 @@ def run_epoch(model: BlockGNN, opt: torch.optim.Optimizer, pipeline: BatchPipeli
 
 
 @torch.no_grad()
-def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray,
+def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.ndarray,
                   local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192) -> Tensor:
-    """Layer ``layer`` for every destination row of a CSR, over all in-neighbours.
+    """Layer ``layer`` (the model's ``layer(i, block, h)``) for every destination row of a
+    CSR, over all in-neighbours.
 
     ``h_all`` holds the previous layer's rows of every node the CSR names, in the same
     local numbering as ``local_indices``; destination row ``r`` is local node ``r``
-    (owned rows come first). Rows are processed in chunks to bound memory.
+    (owned rows come first). Rows are processed in chunks, each one block whose dst nodes
+    are the chunk's rows, to bound memory.
     """
     model.eval()
     device = next(model.parameters()).device
+    layer_fn: Callable[[int, Block, Tensor], Tensor] = model.layer  # type: ignore[assignment]
     n_dst = indptr.shape[0] - 1
     outs = []
     for a in range(0, n_dst, chunk):
@@ -306,15 +276,10 @@ def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray
         dst_local = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(indptr[a:b + 1]))
         edge_index = torch.from_numpy(np.stack([inv.astype(np.int64) + (b - a), dst_local]))
         sel = torch.from_numpy(src_ids)
-        d = deg_all[sel].to(device) if deg_all is not None else None
-        chunk_ptr = torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device)
-        out = model.layer(layer, h_all[sel].to(device), b - a, edge_index.to(device), d,
-                          d[:b - a] if d is not None else None, chunk_ptr)
-        outs.append(out.cpu())
+        block = Block(edge_index.to(device), int(src_ids.size), b - a,
+                      torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device),
+                      deg_all[sel].to(device) if deg_all is not None else None)
+        outs.append(layer_fn(layer, block, h_all[sel].to(device)).cpu())
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")
     return torch.cat(outs)
-
-
-def accuracy_counts(logits: Tensor, y: Tensor) -> tuple[int, int]:
-    return int((logits.argmax(1) == y).sum()), int(y.shape[0])

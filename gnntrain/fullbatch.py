@@ -16,8 +16,9 @@ import torch.nn.functional as F
 
 from gnntrain.config import RunConfig
 from gnntrain.data.graph import Graph
+from gnntrain.engine import make_optimizer
 from gnntrain.models import build_model
-from gnntrain.runtime.core import make_optimizer
+from samplers import Block
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class FullBatchResult:
 def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
     """Train ``cfg.train.epochs`` full-batch epochs; accuracy of the final model."""
     torch.manual_seed(cfg.train.seed)
-    model = build_model(cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
-    opt = make_optimizer(model, cfg)
+    model = build_model(cfg.model.arch, cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
+    opt = make_optimizer(model, cfg.train.optimizer, cfg.train.lr, cfg.train.weight_decay)
     x = torch.from_numpy(graph.x)
     y = torch.from_numpy(graph.y)
     n = graph.num_nodes
@@ -41,27 +42,23 @@ def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
     deg = torch.from_numpy(graph.in_degrees().astype("float32"))
     train = torch.from_numpy(graph.train_idx)
 
-    class Whole:  # the whole graph as one block per layer: every node is source and destination
-        edge_index = ei
-        num_src = n
-        num_dst = n
-        indptr = None  # PyG's per-edge path: this module is the PyG full-batch reference
-
-    blocks = [Whole()] * cfg.model.layers
+    # the whole graph as one block per layer, every node source and destination; no indptr:
+    # PyG's per-edge path, since this module is the PyG full-batch reference
+    blocks = [Block(ei, n, n, None, deg)] * cfg.model.layers
     times = []
     loss = torch.zeros(())
     for _ in range(cfg.train.epochs):
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
-        out = model(x, blocks, deg)
+        out = model(blocks, x)
         loss = F.cross_entropy(out[train], y[train])
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
     model.eval()
     with torch.no_grad():
-        pred = model(x, blocks, deg).argmax(1)
+        pred = model(blocks, x).argmax(1)
 
     def acc(idx: torch.Tensor) -> float:
         return float((pred[idx] == y[idx]).float().mean()) if idx.numel() else float("nan")

@@ -26,11 +26,38 @@ from rich.table import Table
 
 from gnntrain.config import ConfigError, RunConfig, load_config
 from gnntrain.data.graph import Graph
-from gnntrain.engine import steps_per_epoch
+from gnntrain.engine import EpochStats, steps_per_epoch
+from gnntrain.models import needs_degrees
 from gnntrain.report import fmt_bytes
-from gnntrain.runtime.core import PartLike
 from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
+from gnntrain.runtime.worker import Worker
+from gnntrain.tasks import build_task
+
+
+def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
+    """Sample and fetch exactly as training's epoch ``epoch`` does, without training.
+
+    Gradient traffic is added per step as training counts it (the all-reduce buffer:
+    every parameter plus the example count and loss), so the bytes equal a real epoch's.
+    """
+    a = worker.access
+    add_io = a.io_counters()
+    batches, keys = worker.trainer.epoch_plan(epoch, steps)
+    pipe = a.pipeline(worker.task, batches, keys, need_deg=needs_degrees(worker.model), prefetch=0)
+    stats = EpochStats(epoch=epoch)
+    grad_bytes = 4 * (sum(p.numel() for p in worker.model.parameters()) + 2)
+    for item in pipe:
+        stats.steps += 1
+        stats.examples += int(item.batch.y.shape[0]) if item.batch is not None else 0
+        stats.sample_s += item.sample_s
+        stats.fetch_s += item.fetch_s
+        stats.input_nodes += item.num_input
+        stats.sampled_edges += item.num_edges
+        a.comm.add_gradient(grad_bytes)
+    add_io(stats)
+    # no comm snapshot here: peers simulated after this one still ask it for rows
+    return {"stats": stats.to_dict()}
 
 
 def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[str, Any]:
@@ -42,17 +69,19 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[
     t0 = time.perf_counter()
     pset = build_partition_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
-    parts: list[PartLike] = [pset.load_part(p) for p in range(k)]
-    group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes))
+    parts = [pset.load_part(p) for p in range(k)]
+    task = build_task(cfg_k.task.kind, dict(cfg_k.task.options))
+    group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
+                          cfg_k.model.arch, task)
     try:
         t1 = time.perf_counter()
-        group.setup_cache()
-        setup = group.comm_snapshots()
+        group.call("setup_cache", phase="cache setup")
+        setup = group.call("comm_snapshot", phase="accounting")
         steps = steps_per_epoch(group.train_counts, cfg_k.sampler.batch_size)
-        results = [c.simulate_epoch(epoch, steps) for c in group.cores]
-        for r, snap in zip(results, group.comm_snapshots(), strict=True):
+        results = [dry_epoch(w, epoch, steps) for w in group.workers]
+        for r, snap in zip(results, group.call("comm_snapshot", phase="accounting"), strict=True):
             r["comm"] = snap  # taken once every worker has run (peers serve each other)
-        rec = epoch_record(epoch, results, k, time.perf_counter() - t1)
+        rec = epoch_record(epoch, results, k, time.perf_counter() - t1, task)
     finally:
         group.shutdown()
     sent = np.asarray(rec["comm"]["by_worker_sent"], dtype=float)

@@ -36,12 +36,16 @@ class Block:
       dst in order, the in-edges of dst ``d`` being columns ``indptr[d]:indptr[d + 1]``
       of ``edge_index`` — a CSR of the block, so :meth:`adj_t` is free and a layer can run
       one sparse-dense product instead of per-edge gather/scatter. The sampler sets it.
+    * ``src_deg`` (optional) float32 ``[num_src]``: graph in-degrees of the src nodes, set
+      by :func:`prepare` when a model needs them (GCN's normalisation); dst degrees are
+      its first ``num_dst`` entries.
     """
 
     edge_index: torch.Tensor
     num_src: int
     num_dst: int
     indptr: torch.Tensor | None = None
+    src_deg: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -65,12 +69,18 @@ class Block:
 
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src, self.num_dst,
-                     None if self.indptr is None else self.indptr.to(device, non_blocking=non_blocking))
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
+        return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src,
+                     self.num_dst, move(self.indptr), move(self.src_deg))
 
     def pin_memory(self) -> Block:
-        return Block(self.edge_index.pin_memory(), self.num_src, self.num_dst,
-                     None if self.indptr is None else self.indptr.pin_memory())
+        def pin(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.pin_memory()
+
+        return Block(self.edge_index.pin_memory(), self.num_src, self.num_dst, pin(self.indptr),
+                     pin(self.src_deg))
 
 
 @dataclass
@@ -98,7 +108,8 @@ class SampledBatch:
 
 @dataclass
 class PreparedBatch:
-    """A :class:`SampledBatch` with ``x`` (rows of ``input_nodes``) and ``y`` (labels of seeds)."""
+    """A :class:`SampledBatch` with ``x`` (rows of ``input_nodes``) and ``y`` (the task's
+    targets: labels of the seeds for node classification)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -126,17 +137,23 @@ def _as_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def prepare(batch: SampledBatch, x: np.ndarray | torch.Tensor,
-            y: torch.Tensor | np.ndarray) -> PreparedBatch:
-    """Attach features and labels: ``x`` holds the rows of ``batch.input_nodes`` (in that
-    order), ``y`` the labels of ``batch.seeds``. No copy when the arrays are contiguous."""
-    n_in, b = int(batch.input_nodes.shape[0]), batch.batch_size
+def prepare(batch: SampledBatch, x: np.ndarray | torch.Tensor, y: torch.Tensor | np.ndarray,
+            deg: np.ndarray | torch.Tensor | None = None) -> PreparedBatch:
+    """Attach features and targets: ``x`` holds the rows of ``batch.input_nodes`` (in that
+    order), ``y`` the targets of the batch (one row per seed for node tasks). ``deg``
+    (graph in-degrees of ``input_nodes``) is attached to every block as ``src_deg``. No
+    copy when the arrays are contiguous."""
+    n_in = int(batch.input_nodes.shape[0])
     if x.ndim != 2 or int(x.shape[0]) != n_in:
         raise SamplerError(
             f"x: expected [len(input_nodes)={n_in}, F] feature rows, got shape {tuple(x.shape)}")
-    if int(y.shape[0]) != b:
-        raise SamplerError(f"y: expected {b} labels (one per seed), got shape {tuple(y.shape)}")
-    return PreparedBatch(_as_tensor(x), _as_tensor(y), batch.blocks, batch.seeds)
+    blocks = batch.blocks
+    if deg is not None:
+        if int(deg.shape[0]) != n_in:
+            raise SamplerError(f"deg: expected {n_in} degrees (one per input node), got {tuple(deg.shape)}")
+        d = _as_tensor(deg)
+        blocks = [Block(b.edge_index, b.num_src, b.num_dst, b.indptr, d[:b.num_src]) for b in blocks]
+    return PreparedBatch(_as_tensor(x), _as_tensor(y), blocks, batch.seeds)
 
 
 @dataclass(frozen=True)

@@ -17,20 +17,27 @@ from gnntrain.checkpoint import load_latest
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.data.graph import Graph
+from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.driver import FitResult, fit
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
+from gnntrain.tasks import Task, build_task
 
 
 def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir | None = None,
                  run_dir: Path | None = None, progress: bool = True,
-                 console: Console | None = None, graph: Graph | None = None) -> dict[str, Any]:
+                 console: Console | None = None, graph: Graph | None = None,
+                 model: ModelSpec | None = None, task: Task | None = None) -> dict[str, Any]:
     """Train as ``cfg`` says and write the run directory; returns the summary.
 
-    ``graph`` replaces loading ``cfg.dataset`` (an in-memory graph, e.g. in tests).
+    ``graph`` replaces loading ``cfg.dataset`` (an in-memory graph, e.g. in tests);
+    ``model`` (a factory or module) replaces ``model.arch`` and ``task`` replaces
+    ``task.kind``: both travel to the workers as Python objects.
     """
     console = console or Console(stderr=True)
+    task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
+    spec: ModelSpec = model if model is not None else cfg.model.arch
     if not single_process:
         from gnntrain.runtime.cluster import check_address
 
@@ -38,6 +45,13 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     graph = graph if graph is not None else load_dataset(cfg.dataset)
     console.print(f"loaded {graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
                   f"{graph.num_features} features, {graph.num_classes} classes")
+    # the model is built once here, so a factory that fails does so before Ray starts
+    probe = build_model(spec, cfg.model, graph.num_features,
+                        task.out_dim(graph.num_classes, cfg.model.hidden), cfg.train.seed)
+    if not has_layerwise(probe) and cfg.train.eval == "full":
+        console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
+                      "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")
+    del probe
     run = resume or (RunDir(run_dir) if run_dir else RunDir.create(cfg.train.run_root, cfg.dataset.name))
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(cfg)
@@ -52,8 +66,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     failures: list[dict[str, Any]] = []
     if single_process:
         workers = 1
-        res = _fit(cfg, LocalGroup(cfg, graph), run, ckpt, start_epoch, [int(graph.train_idx.size)],
-                   progress)
+        res = _fit(cfg, LocalGroup(cfg, graph, spec, task), run, task, ckpt, start_epoch, progress)
     else:
         from gnntrain.runtime.cluster import ray_session
         from partition import build_partition_set, quality_report, write_report
@@ -67,7 +80,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         partition_report = report.model_dump(mode="json")
         del graph  # workers read their own parts from disk
         with ray_session(cfg.cluster, workers):
-            res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, ckpt,
+            res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,
                                                start_epoch, progress, console)
 
     epochs = run.metrics()
@@ -87,15 +100,15 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     return summary
 
 
-def _fit(cfg: RunConfig, group: WorkerGroup, run: RunDir, ckpt: dict[str, Any] | None,
-         start_epoch: int, train_counts: list[int], progress: bool) -> FitResult:
+def _fit(cfg: RunConfig, group: WorkerGroup, run: RunDir, task: Task, ckpt: dict[str, Any] | None,
+         start_epoch: int, progress: bool) -> FitResult:
     if ckpt is not None:
-        group.load_state({"model": ckpt["model"], "opt": ckpt["opt"]})
-    return fit(cfg, group, run, train_counts=train_counts, start_epoch=start_epoch, progress=progress)
+        group.call("load_state", {"model": ckpt["model"], "opt": ckpt["opt"]}, phase="restore")
+    return fit(cfg, group, run, task, start_epoch=start_epoch, progress=progress)
 
 
-def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int,
-                       ckpt: dict[str, Any] | None, start_epoch: int, progress: bool,
+def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int, model: ModelSpec,
+                       task: Task, ckpt: dict[str, Any] | None, start_epoch: int, progress: bool,
                        console: Console) -> tuple[FitResult, list[dict[str, Any]]]:
     """Train on Ray; when a worker fails, tear the group down, start a new one from the
     last checkpoint and go on, up to ``train.max_failures`` times."""
@@ -106,11 +119,11 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
         t_start = time.monotonic()
         group = None
         try:
-            group = RayGroup(cfg, part_path, workers, attempt=len(failures))
+            group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures))
             if failures:
                 failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]
                 del failures[-1]["_t_fail"]
-            return _fit(cfg, group, run, ckpt, start_epoch, group.train_counts, progress), failures
+            return _fit(cfg, group, run, task, ckpt, start_epoch, progress), failures
         except WorkerFailure as e:
             if len(failures) >= cfg.train.max_failures:
                 raise

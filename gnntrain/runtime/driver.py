@@ -1,8 +1,10 @@
 """The coordinator's epoch loop, the same for one in-process worker or k Ray workers.
 
 Per epoch: every worker trains ``steps`` synchronous steps; the coordinator sums their
-statistics and communication counts, evaluates (exact correct/total counts from each
-worker's own nodes), appends one line to ``metrics.jsonl``, and checkpoints when due.
+statistics and communication counts, evaluates (each worker returns the task's metric
+state for its own nodes; the task merges them exactly), appends one line to
+``metrics.jsonl``, and checkpoints when due. Layer-wise evaluation is orchestrated here,
+once, for every kind of group.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gnntrain.engine import steps_per_epoch
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.comm import CATEGORIES, summarise
 from gnntrain.runtime.group import WorkerGroup
+from gnntrain.tasks import SPLITS, Task
 from gnntrain.tblog import TensorBoardLog
 
 
@@ -37,13 +40,29 @@ class FitResult:
         return self.epochs[-1] if self.epochs else {}
 
 
-def _acc(results: list[dict[str, Any]], split: str) -> float:
-    correct = sum(r[split][0] for r in results if split in r)
-    total = sum(r[split][1] for r in results if split in r)
-    return correct / total if total else float("nan")
+def split_metrics(task: Task, results: list[dict[str, Any]]) -> dict[str, float]:
+    """``{split}_{metric}`` from every worker's metric state per split, merged exactly."""
+    out: dict[str, float] = {}
+    for split in SPLITS:
+        states = [task.from_json(r[split]) for r in results if split in r]
+        if states:
+            out.update({f"{split}_{k}": v for k, v in task.metrics(task.merge(states)).items()})
+    return out
 
 
-def epoch_record(epoch: int, results: list[dict[str, Any]], world: int, wall_s: float) -> dict[str, Any]:
+def evaluate(group: WorkerGroup, task: Task, epoch: int, mode: str) -> list[dict[str, Any]]:
+    """Every worker's metric states: layer-wise over the full graph (``full``, models with
+    ``layer()``), or with the training fanouts (``sampled``)."""
+    if mode == "sampled":
+        return group.call("eval_sampled", epoch, phase=f"evaluation (epoch {epoch})")
+    group.call("eval_begin", phase="evaluation")
+    for layer in range(group.num_layers):
+        group.call("eval_layer", layer, phase=f"evaluation layer {layer}")
+    return group.call("eval_results", phase="evaluation")
+
+
+def epoch_record(epoch: int, results: list[dict[str, Any]], world: int, wall_s: float,
+                 task: Task) -> dict[str, Any]:
     """Sum the workers' epoch statistics into one metrics line."""
     stats = [r["stats"] for r in results]
     comm = summarise([r["comm"] for r in results], world)
@@ -59,7 +78,8 @@ def epoch_record(epoch: int, results: list[dict[str, Any]], world: int, wall_s: 
         "epoch": epoch,
         "steps": stats[0]["steps"],
         "loss": sum(s["loss_sum"] for s in stats) / max(1, examples),
-        "train_acc_batches": sum(s["correct"] for s in stats) / max(1, examples),
+        **{f"train_{k}_batches": v for k, v in
+           task.metrics(task.merge([task.from_json(s["state"]) for s in stats if s["state"]])).items()},
         "epoch_s": wall_s,
         # per-worker means of the time split; the slowest worker sets the epoch time
         "time": {k: float(np.mean([s[k] for s in stats]))
@@ -84,39 +104,50 @@ def add_control(comm: dict[str, Any], nbytes: list[int], messages: list[int]) ->
     comm["coordinator_control_bytes"] = [int(b) for b in nbytes]
 
 
-def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, *, train_counts: list[int],
+def eval_mode(cfg: RunConfig, group: WorkerGroup) -> str:
+    """``train.eval``, except that a model without ``layer()`` is evaluated sampled."""
+    return cfg.train.eval if group.layerwise else "sampled"
+
+
+def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
         start_epoch: int = 0, progress: bool = True) -> FitResult:
     """Train ``cfg.train.epochs`` epochs (from ``start_epoch``) and return every record."""
     res = FitResult()
-    steps = steps_per_epoch(train_counts, cfg.sampler.batch_size)
-    res.cache = group.setup_cache()
-    res.setup_comm = summarise(group.comm_snapshots(), group.world)
+    steps = steps_per_epoch(group.train_counts, cfg.sampler.batch_size)
+    mode = eval_mode(cfg, group)
+    res.cache = group.call("setup_cache", phase="cache setup")
+    res.setup_comm = summarise(group.call("comm_snapshot", phase="accounting"), group.world)
     add_control(res.setup_comm, *group.take_control())
     totals = np.zeros(len(CATEGORIES), dtype=np.int64)
     bar = tqdm(range(start_epoch, cfg.train.epochs), desc="epochs", disable=not progress,
                unit="epoch", dynamic_ncols=True)
+    shown: dict[str, str] = {}
     for epoch in bar:
         t0 = time.perf_counter()
-        results = group.train_epoch(epoch, steps)
-        rec = epoch_record(epoch, results, group.world, time.perf_counter() - t0)
+        results = group.call("train_epoch", epoch, steps, phase=f"epoch {epoch}",
+                             timeout=cfg.cluster.epoch_timeout_s)
+        rec = epoch_record(epoch, results, group.world, time.perf_counter() - t0, task)
         add_control(rec["comm"], *group.take_control())
         last = epoch == cfg.train.epochs - 1
         if (epoch + 1) % cfg.train.eval_every == 0 or last:
             t1 = time.perf_counter()
-            ev = group.evaluate(epoch, cfg.train.eval)
-            rec.update({f"{s}_acc": _acc(ev, s) for s in ("train", "val", "test") if s in ev[0]})
+            rec.update(split_metrics(task, evaluate(group, task, epoch, mode)))
+            rec["eval_mode"] = mode
             rec["eval_s"] = time.perf_counter() - t1
-            rec["eval_comm_bytes"] = summarise(group.comm_snapshots(), group.world)["total_bytes"]
+            rec["eval_comm_bytes"] = summarise(group.call("comm_snapshot", phase="accounting"),
+                                               group.world)["total_bytes"]
         totals += np.array([rec["comm"]["by_category"][c] for c in CATEGORIES])
         if run is not None:
             run.append_metrics(rec)
             TensorBoardLog(run.path).log_epoch(rec)  # no-op unless tensorboard is installed
             every = cfg.train.checkpoint_every
             if last or (every and (epoch + 1) % every == 0):
-                save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **group.state()},
+                state = group.call_one(0, "state", phase="checkpoint")
+                save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **state},
                                 cfg.train.keep_checkpoints)
         res.epochs.append(rec)
-        bar.set_postfix(loss=f"{rec['loss']:.3f}", val=f"{rec.get('val_acc', float('nan')):.3f}",
-                        s=f"{rec['epoch_s']:.1f}")
+        shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
+        shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})
+        bar.set_postfix(shown)  # the last evaluation stays shown on epochs without one
     res.comm_total = {c: int(totals[i]) for i, c in enumerate(CATEGORIES)}
     return res

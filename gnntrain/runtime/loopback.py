@@ -1,46 +1,52 @@
 """k workers inside one process: peers called directly, all-reduce over threads.
 
-Same :class:`WorkerCore` code as the Ray workers, with Ray taken out: the peer calls go
-straight to the other cores' ``serve_*`` methods (so bytes are counted exactly as on
-Ray), and gradients are summed by a thread barrier. Used by the scale simulator (which
-never trains) and by fast tests of the distributed logic; ``RayGroup`` is the runtime.
+Same :class:`~gnntrain.runtime.worker.Worker` code as the Ray workers, with Ray taken
+out: the peer calls go straight to the other workers' :meth:`~Worker.serve` (so bytes are
+counted exactly as on Ray), and gradients are summed by a thread barrier. Used by the
+scale simulator (which never trains) and by fast tests of the distributed logic;
+``RayGroup`` is the runtime.
 """
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from gnntrain.config import RunConfig
+from gnntrain.models import ModelSpec
 from gnntrain.runtime.codec import Encoded
-from gnntrain.runtime.core import PartLike, WorkerCore
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.worker import Worker
+from gnntrain.tasks import Task
 from samplers import Neighbors
+
+if TYPE_CHECKING:
+    from partition import Part
 
 
 class LoopbackPeers(Peers):
-    def __init__(self, cores: list[WorkerCore], rank: int) -> None:
-        self.cores = cores
+    def __init__(self, workers: list[Worker], rank: int) -> None:
+        self.workers = workers
         self.rank = rank
 
     def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
                key: int) -> dict[int, Neighbors]:
         out = {}
         for o, ids in requests.items():
-            c, n = self.cores[o].serve_sample(ids, fanout, replace, key, self.rank)
+            c, n = self.workers[o].serve("sample", ids, fanout, replace, key, self.rank)
             out[o] = Neighbors(counts=c, nbrs=n)
         return out
 
     def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
-        return {o: self.cores[o].serve_features(ids, dtype, self.rank) for o, ids in requests.items()}
+        return {o: self.workers[o].serve("features", ids, dtype, self.rank) for o, ids in requests.items()}
 
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
-        return {o: self.cores[o].serve_hidden(ids, layer, self.rank) for o, ids in requests.items()}
+        return {o: self.workers[o].serve("hidden", ids, layer, self.rank) for o, ids in requests.items()}
 
 
 class ThreadAllReduce:
@@ -65,47 +71,24 @@ class ThreadAllReduce:
 
 
 class LoopbackGroup(WorkerGroup):
-    """k cores in threads of this process."""
+    """k workers in threads of this process."""
 
-    def __init__(self, cfg: RunConfig, parts: list[PartLike], degrees: np.ndarray, num_classes: int) -> None:
+    def __init__(self, cfg: RunConfig, parts: list[Part], degrees: np.ndarray, num_classes: int,
+                 model: ModelSpec, task: Task) -> None:
         self.world = len(parts)
-        self.cores: list[WorkerCore] = []
+        self.workers: list[Worker] = []
         reduce = ThreadAllReduce(self.world, cfg.cluster.collective_timeout_s)
         for r, part in enumerate(parts):
-            peers = LoopbackPeers(self.cores, r)
-            self.cores.append(WorkerCore(cfg, part, rank=r, world=self.world, degrees=degrees,
-                                         num_classes=num_classes, peers=peers,
-                                         allreduce=lambda t, r=r: reduce(r, t)))  # type: ignore[misc]
-        self.train_counts = [int(p.train_idx.size) for p in parts]
+            self.workers.append(Worker(cfg, part, rank=r, world=self.world, degrees=degrees,
+                                       num_classes=num_classes, peers=LoopbackPeers(self.workers, r),
+                                       allreduce=lambda t, r=r: reduce(r, t),  # type: ignore[misc]
+                                       model=model, task=task))
+        self.infos = [w.info for w in self.workers]
         self._pool = ThreadPoolExecutor(max_workers=self.world)
 
-    def _all(self, fn: Any) -> list[Any]:
-        futs = [self._pool.submit(fn, c) for c in self.cores]
-        return [f.result() for f in futs]
-
-    def setup_cache(self) -> list[dict[str, Any]]:
-        return self._all(lambda c: c.setup_cache())
-
-    def train_epoch(self, epoch: int, steps: int) -> list[dict[str, Any]]:
-        return self._all(lambda c: c.train_epoch(epoch, steps))
-
-    def evaluate(self, epoch: int, mode: str) -> list[dict[str, Any]]:
-        if mode == "sampled":
-            return self._all(lambda c: c.eval_sampled(epoch))
-        self._all(lambda c: c.eval_begin())
-        for layer in range(self.cores[0].model.num_layers):
-            self._all(lambda c: c.eval_layer(layer))  # noqa: B023 - called before the next iteration
-        return self._all(lambda c: c.eval_counts())
-
-    def comm_snapshots(self) -> list[dict[str, Any]]:
-        return [c.comm_snapshot() for c in self.cores]
-
-    def state(self) -> dict[str, Any]:
-        return self.cores[0].state()
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        for c in self.cores:
-            c.load_state(state)
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+        futs = [self._pool.submit(w.call, name, *args) for w in self.workers]
+        return [f.result(timeout=timeout) for f in futs]
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False)

@@ -1,8 +1,9 @@
 """k worker actors on Ray, one per part, with peer serving and gloo all-reduce.
 
 Each actor is a threaded Ray actor with two concurrency groups: ``train`` (one thread:
-the coordinator's calls — train an epoch, evaluate a layer, checkpoint state) and
-``serve`` (several threads: peers' sampling, feature and hidden-row requests). A worker
+the coordinator's calls, dispatched by name through :meth:`Worker.call` —
+:data:`~gnntrain.runtime.worker.CALLS` is the one list of them) and ``serve`` (several
+threads: peers' sampling, feature and hidden-row requests, :data:`SERVE_CALLS`). A worker
 therefore answers its peers while it trains, and all-to-all requests cannot deadlock
 (RAY-NOTES: mutual calls hang unless the callee serves concurrently).
 
@@ -29,11 +30,14 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gnntrain.config import RunConfig
+from gnntrain.models import ModelSpec
 from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.comm import payload_bytes
-from gnntrain.runtime.core import WorkerCore
 from gnntrain.runtime.dist_source import Peers
+from gnntrain.runtime.faults import FaultInjector
 from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.worker import Worker, WorkerInfo
+from gnntrain.tasks import Task
 from samplers import Neighbors
 
 
@@ -66,36 +70,39 @@ class RayPeers(Peers):
 
     def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
                key: int) -> dict[int, Neighbors]:
-        refs = {o: self.handles[o].serve_sample.remote(ids, fanout, replace, key, self.rank)
+        refs = {o: self.handles[o].serve.remote("sample", ids, fanout, replace, key, self.rank)
                 for o, ids in requests.items()}
         return {o: Neighbors(counts=c, nbrs=n) for o, (c, n) in self._gather(refs, "sample").items()}
 
     def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
-        refs = {o: self.handles[o].serve_features.remote(ids, dtype, self.rank)
+        refs = {o: self.handles[o].serve.remote("features", ids, dtype, self.rank)
                 for o, ids in requests.items()}
         return self._gather(refs, "feature")
 
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
-        refs = {o: self.handles[o].serve_hidden.remote(ids, layer, self.rank)
+        refs = {o: self.handles[o].serve.remote("hidden", ids, layer, self.rank)
                 for o, ids in requests.items()}
         return self._gather(refs, "hidden-row")
 
 
 class WorkerActor:
-    """The Ray actor around :class:`WorkerCore` (decorated in :func:`actor_class`)."""
+    """The Ray actor around :class:`Worker` (decorated in :func:`actor_class`)."""
 
-    def __init__(self, cfg_raw: dict[str, Any], part_path: str, rank: int, world: int) -> None:
+    def __init__(self, cfg_raw: dict[str, Any], part_path: str, rank: int, world: int,
+                 model: ModelSpec, task: Task) -> None:
         from partition import open_partition_set
 
         torch.set_num_threads(1)
         self.cfg = RunConfig.model_validate(cfg_raw)
         self.rank = rank
         self.world = world
+        self.model_spec = model
+        self.task = task
         pset = open_partition_set(part_path)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()
         self.num_classes = int(pset.num_classes)
-        self.core: WorkerCore | None = None
+        self.worker: Worker | None = None
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a free port, for the gloo rendezvous (asked of rank 0)."""
@@ -108,8 +115,8 @@ class WorkerActor:
         return os.getpid()
 
     def setup(self, handles: list[Any], master: tuple[str, int], attempt: int = 0,
-              backend: str = "gloo") -> int:
-        """Join the process group and build the worker core. ``backend`` is ``nccl`` only
+              backend: str = "gloo") -> dict[str, Any]:
+        """Join the process group and build the worker. ``backend`` is ``nccl`` only
         when every worker holds a GPU of its own (NCCL refuses two ranks on one device);
         workers sharing a GPU sum their CUDA gradients with gloo through a host copy."""
         import torch.distributed as dist
@@ -131,44 +138,24 @@ class WorkerActor:
             return t
 
         peers = RayPeers(handles, self.rank, cc.call_timeout_s)
-        self.core = WorkerCore(self.cfg, self.part, rank=self.rank, world=self.world,
-                               degrees=self.degrees, num_classes=self.num_classes,
-                               peers=peers, allreduce=allreduce)
-        self.core.attempt = attempt
-        return int(self.part.train_idx.size)
+        self.worker = Worker(self.cfg, self.part, rank=self.rank, world=self.world,
+                             degrees=self.degrees, num_classes=self.num_classes, peers=peers,
+                             allreduce=allreduce, model=self.model_spec, task=self.task,
+                             step_hooks=list(FaultInjector.hooks(self.cfg.faults, self.rank, attempt)))
+        return self.worker.info.to_dict()
 
-    def _c(self) -> WorkerCore:
-        if self.core is None:
+    def _w(self) -> Worker:
+        if self.worker is None:
             raise RuntimeError(f"worker {self.rank}: setup() was not called")
-        return self.core
+        return self.worker
 
-    # coordinator calls (train group) ------------------------------------------------
-    def setup_cache(self) -> dict[str, Any]:
-        return self._c().setup_cache()
+    def call(self, name: str, *args: Any) -> Any:
+        """A coordinator call (train group), by name: :data:`CALLS`."""
+        return self._w().call(name, *args)
 
-    def train_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
-        return self._c().train_epoch(epoch, steps)
-
-    def eval_sampled(self, epoch: int) -> dict[str, Any]:
-        return self._c().eval_sampled(epoch)
-
-    def eval_begin(self) -> None:
-        self._c().eval_begin()
-
-    def eval_layer(self, layer: int) -> None:
-        self._c().eval_layer(layer)
-
-    def eval_counts(self) -> dict[str, Any]:
-        return self._c().eval_counts()
-
-    def comm_snapshot(self) -> dict[str, Any]:
-        return self._c().comm_snapshot()
-
-    def state(self) -> dict[str, Any]:
-        return self._c().state()
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self._c().load_state(state)
+    def serve(self, name: str, *args: Any) -> Any:
+        """A peer request (serve group), by name: :data:`SERVE_CALLS`."""
+        return self._w().serve(name, *args)
 
     def shutdown(self) -> None:
         import torch.distributed as dist
@@ -176,24 +163,13 @@ class WorkerActor:
         if dist.is_initialized():
             dist.destroy_process_group()
 
-    # peer calls (serve group) -----------------------------------------------------
-    def serve_sample(self, ids: np.ndarray, fanout: int, replace: bool, key: int,
-                     requester: int) -> tuple[np.ndarray, np.ndarray]:
-        return self._c().serve_sample(ids, fanout, replace, key, requester)
-
-    def serve_features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
-        return self._c().serve_features(ids, dtype, requester)
-
-    def serve_hidden(self, ids: np.ndarray, layer: int, requester: int) -> np.ndarray:
-        return self._c().serve_hidden(ids, layer, requester)
-
     def ping(self) -> int:
         return self.rank
 
     def progress(self) -> dict[str, Any]:
         """Where the training thread is; answered on a serving thread, so even a stuck
         worker answers (a dead one does not)."""
-        return dict(self.core.progress) if self.core is not None else {"phase": "starting"}
+        return self.worker.progress if self.worker is not None else {"phase": "starting"}
 
 
 def worker_processes(root: Any = None) -> list[Any]:
@@ -217,25 +193,24 @@ def worker_processes(root: Any = None) -> list[Any]:
     return out
 
 
-_SERVE = ("serve_sample", "serve_features", "serve_hidden", "ping", "progress")
+_GROUPS = {"serve": ("serve", "ping", "progress"),
+           "train": ("address", "pid", "setup", "call", "shutdown")}
 
 
 def actor_class(serve_threads: int = 4) -> Any:
     """``WorkerActor`` as a Ray actor class with its two concurrency groups."""
     cls = type("GnnWorker", (WorkerActor,), {})
-    for name in _SERVE:
-        setattr(cls, name, ray.method(concurrency_group="serve")(getattr(WorkerActor, name)))
-    for name in ("address", "pid", "setup", "setup_cache", "train_epoch", "eval_sampled",
-                 "eval_begin", "eval_layer", "eval_counts", "comm_snapshot", "state",
-                 "load_state", "shutdown"):
-        setattr(cls, name, ray.method(concurrency_group="train")(getattr(WorkerActor, name)))
+    for group, names in _GROUPS.items():
+        for name in names:
+            setattr(cls, name, ray.method(concurrency_group=group)(getattr(WorkerActor, name)))
     return ray.remote(concurrency_groups={"train": 1, "serve": serve_threads})(cls)  # type: ignore[call-overload]
 
 
 class RayGroup(WorkerGroup):
     """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
 
-    def __init__(self, cfg: RunConfig, part_path: str, world: int, attempt: int = 0) -> None:
+    def __init__(self, cfg: RunConfig, part_path: str, world: int, model: ModelSpec, task: Task,
+                 attempt: int = 0) -> None:
         self.cfg = cfg
         self.world = world
         self.timeout = cfg.cluster.call_timeout_s
@@ -264,18 +239,18 @@ class RayGroup(WorkerGroup):
             cls.options(num_cpus=per, num_gpus=gpus, max_restarts=0, name=None,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=self.pg, placement_group_bundle_index=r)
-                        ).remote(raw, part_path, r, world)
+                        ).remote(raw, part_path, r, world, model, task)
             for r in range(world)]
         try:
             master = self._get([self.actors[0].address.remote()], "start-up")[0]
             self.pids = self._get([a.pid.remote() for a in self.actors], "start-up")
             backend = "nccl" if gpus >= 1 else "gloo"  # NCCL needs one GPU per rank
-            counts = self._get([a.setup.remote(self.actors, master, attempt, backend)
-                                for a in self.actors], "setup")
+            infos = self._get([a.setup.remote(self.actors, master, attempt, backend)
+                               for a in self.actors], "setup")
         except BaseException:
             self.shutdown()
             raise
-        self.train_counts = [int(c) for c in counts]
+        self.infos = [WorkerInfo(**i) for i in infos]
 
     def diagnose(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:
         """Each worker's progress (or that it does not answer), to name a stuck worker."""
@@ -335,45 +310,23 @@ class RayGroup(WorkerGroup):
                     raise WorkerFailure(refs.index(ref), phase, repr(e)) from None
         return ray.get(refs)
 
-    def _all(self, method: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
         """One call to every worker; its arguments and pickled replies count as ``control``."""
         self.control_bytes += payload_bytes(*args)
         self.control_messages += 1
-        out = self._get([getattr(a, method).remote(*args) for a in self.actors], phase, timeout)
+        out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout)
         self.control_bytes += np.array([len(pickle.dumps(o)) for o in out], dtype=np.int64)
         self.control_messages += 1
         return out
+
+    def call_one(self, rank: int, name: str, *args: Any, phase: str) -> Any:
+        return self._get([self.actors[rank].call.remote(name, *args)], phase)[0]
 
     def take_control(self) -> tuple[list[int], list[int]]:
         b, m = self.control_bytes.tolist(), self.control_messages.tolist()
         self.control_bytes[:] = 0
         self.control_messages[:] = 0
         return b, m
-
-    def setup_cache(self) -> list[dict[str, Any]]:
-        return self._all("setup_cache", phase="cache setup")
-
-    def train_epoch(self, epoch: int, steps: int) -> list[dict[str, Any]]:
-        return self._all("train_epoch", epoch, steps, phase=f"epoch {epoch}",
-                         timeout=self.cfg.cluster.epoch_timeout_s)
-
-    def evaluate(self, epoch: int, mode: str) -> list[dict[str, Any]]:
-        if mode == "sampled":
-            return self._all("eval_sampled", epoch, phase=f"evaluation (epoch {epoch})")
-        self._all("eval_begin", phase="evaluation")
-        for layer in range(self.cfg.model.layers):
-            self._all("eval_layer", layer, phase=f"evaluation layer {layer}")
-        return self._all("eval_counts", phase="evaluation")
-
-    def comm_snapshots(self) -> list[dict[str, Any]]:
-        return self._all("comm_snapshot", phase="accounting")
-
-    def state(self) -> dict[str, Any]:
-        out: dict[str, Any] = self._get([self.actors[0].state.remote()], "checkpoint")[0]
-        return out
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self._all("load_state", state, phase="restore")
 
     def shutdown(self) -> None:
         for a in getattr(self, "actors", []):

@@ -40,7 +40,8 @@ def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Pat
         torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
     # the step really moved the parameters (otherwise equality would be vacuous)
     from gnntrain.models import build_model
-    fresh = build_model(tiny_cfg(tmp_path).model, g.num_features, g.num_classes, 0).state_dict()
+    model_cfg = tiny_cfg(tmp_path).model
+    fresh = build_model(model_cfg.arch, model_cfg, g.num_features, g.num_classes, 0).state_dict()
     moved = any(not torch.allclose(fresh[k], a[k]) for k in a)
     assert moved and init.numel() > 0
     assert single["epochs"] == dist["epochs"] == 1

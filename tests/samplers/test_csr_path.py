@@ -46,7 +46,7 @@ def test_csr_path_equals_edge_index_path(hub_graph: Graph, hub_source: CSRSource
     """Forward outputs and every parameter gradient agree; includes dst nodes that got no
     neighbour (isolated seeds) and the all-neighbour fanout."""
     cfg = ModelConfig(arch=arch, hidden=32, layers=3, dropout=0.0, norm=norm)
-    model = build_model(cfg, hub_graph.num_features, hub_graph.num_classes, seed=1)
+    model = build_model(cfg.arch, cfg, hub_graph.num_features, hub_graph.num_classes, seed=1)
     isolated = np.flatnonzero(np.diff(hub_graph.indptr) == 0)
     seeds = np.unique(np.concatenate([np.arange(0, 600, 7), isolated[:3]]))
     batch = NeighborSampler(hub_source, [5, -1, 4]).sample(seeds, key=2)
@@ -57,7 +57,8 @@ def test_csr_path_equals_edge_index_path(hub_graph: Graph, hub_source: CSRSource
     outs = []
     for blocks in (batch.blocks, _without_csr(batch.blocks)):
         model.zero_grad()
-        out = model(x, blocks, deg)
+        out = model([Block(b.edge_index, b.num_src, b.num_dst, b.indptr, deg[:b.num_src])
+                     for b in blocks], x)
         F.cross_entropy(out, y).backward()
         outs.append(out.detach())
         grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
@@ -70,12 +71,12 @@ def test_csr_path_equals_edge_index_path(hub_graph: Graph, hub_source: CSRSource
 def test_csr_path_with_an_empty_block() -> None:
     """A block with no edges (every dst isolated) gives the root term alone."""
     cfg = ModelConfig(arch="sage", hidden=8, layers=1, dropout=0.0)
-    model = build_model(cfg, 4, 3, seed=0)
+    model = build_model(cfg.arch, cfg, 4, 3, seed=0)
     x = torch.randn(5, 4)
     empty = torch.zeros(2, 0, dtype=torch.int64)
     with_csr = Block(empty, 5, 5, torch.zeros(6, dtype=torch.int64))
-    out = model(x, [with_csr])
-    torch.testing.assert_close(out, model(x, [Block(empty, 5, 5)]))
+    out = model([with_csr], x)
+    torch.testing.assert_close(out, model([Block(empty, 5, 5)], x))
     conv = model.convs[0]
     torch.testing.assert_close(out, conv.lin_r(x) + conv.lin_l.bias)
 

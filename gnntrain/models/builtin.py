@@ -1,4 +1,7 @@
-"""GNN models that run on sampled blocks (message-flow graphs) with PyG layers.
+"""The built-in models (``model.arch: sage | gcn | gat``) on sampled blocks with PyG layers.
+
+They follow the model protocol (:mod:`gnntrain.models.protocol`) like any user model and
+are built through the same factory path (:data:`BUILTIN`).
 
 Layer ``l`` reads the ``num_src`` rows of block ``l`` and writes only its ``num_dst``
 rows, so no layer computes rows the next one does not need (DGL's blocks; PyG's
@@ -16,8 +19,7 @@ GAT always runs PyG's ``GATConv`` on ``edge_index`` (attention is per edge).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -25,17 +27,7 @@ from torch_geometric.nn import GATConv, SAGEConv
 
 from gnntrain.config import ModelConfig
 from gnntrain.ops import relu_dropout
-from samplers.batch import csr_adjacency
-
-
-class BlockLike(Protocol):
-    """What a model needs of a block: local edges, the two node counts, and optionally the
-    CSR row pointer of edges grouped by destination (see :class:`samplers.Block`)."""
-
-    edge_index: Tensor
-    num_src: int
-    num_dst: int
-    indptr: Tensor | None
+from samplers.batch import Block, csr_adjacency
 
 
 def spmm(indptr: Tensor, edge_index: Tensor, values: Tensor, x_src: Tensor, num_dst: int) -> Tensor:
@@ -86,20 +78,23 @@ class GCNBlockConv(nn.Module):
 class BlockGNN(nn.Module):
     """GraphSAGE (mean), GCN or GAT over a list of blocks, ``blocks[0]`` the input layer."""
 
-    def __init__(self, cfg: ModelConfig, in_dim: int, num_classes: int) -> None:
+    def __init__(self, cfg: ModelConfig, in_dim: int, out_dim: int, arch: str) -> None:
         super().__init__()
-        self.arch = cfg.arch
+        if cfg.options:
+            raise ValueError(f"model.options={dict(cfg.options)!r}: the built-in model {arch!r} "
+                             "takes no options (they are for user factories)")
         self.num_layers = cfg.layers
         self.dropout = cfg.dropout
-        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [num_classes]
+        self.needs_degrees = arch == "gcn"
+        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
         self.convs = nn.ModuleList()
         self.norms = nn.ModuleList()
         for i in range(cfg.layers):
             last = i == cfg.layers - 1
             d_in, d_out = dims[i], dims[i + 1]
-            if cfg.arch == "sage":
+            if arch == "sage":
                 self.convs.append(SAGEConv((d_in, d_in), d_out, aggr="mean"))
-            elif cfg.arch == "gcn":
+            elif arch == "gcn":
                 self.convs.append(GCNBlockConv(d_in, d_out))
             else:
                 heads = 1 if last else cfg.heads
@@ -115,65 +110,48 @@ class BlockGNN(nn.Module):
                 else:
                     self.norms.append(nn.Identity())
 
-    def layer(self, i: int, x_src: Tensor, num_dst: int, edge_index: Tensor,
-              deg_src: Tensor | None = None, deg_dst: Tensor | None = None,
-              indptr: Tensor | None = None) -> Tensor:
-        """Apply layer ``i`` (conv, then norm/activation/dropout unless last). ``indptr``:
-        the edges are grouped by destination with these offsets (CSR path, see the module)."""
+    def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
+        """Layer ``i`` on ``block`` (conv, then norm/activation/dropout unless last). A block
+        with ``indptr`` aggregates over its CSR (see the module docstring)."""
         conv = self.convs[i]
-        x_dst = x_src[:num_dst]
+        x_dst = h[:block.num_dst]
+        edge_index, indptr = block.edge_index, block.indptr
         if isinstance(conv, GCNBlockConv):
-            if deg_src is None or deg_dst is None:
-                raise ValueError("arch 'gcn' needs graph degrees of the block's nodes")
-            h = conv(x_src, num_dst, edge_index, deg_src, deg_dst, indptr)
+            if block.src_deg is None:
+                raise ValueError("arch 'gcn' needs graph degrees of the block's nodes (Block.src_deg)")
+            out = conv(h, block.num_dst, edge_index, block.src_deg, block.src_deg[:block.num_dst], indptr)
         elif isinstance(conv, GATConv):
-            loops = torch.arange(num_dst, device=edge_index.device)
+            loops = torch.arange(block.num_dst, device=edge_index.device)
             ei = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
-            h = conv((x_src, x_dst), ei, size=(x_src.shape[0], num_dst))
+            out = conv((h, x_dst), ei, size=(h.shape[0], block.num_dst))
         elif indptr is not None and isinstance(conv, SAGEConv):  # mean + root weight, over the CSR
-            agg = spmm(indptr, edge_index, mean_weights(indptr, edge_index.shape[1]), x_src, num_dst)
-            h = conv.lin_l(agg) + conv.lin_r(x_dst)
+            agg = spmm(indptr, edge_index, mean_weights(indptr, edge_index.shape[1]), h, block.num_dst)
+            out = conv.lin_l(agg) + conv.lin_r(x_dst)
         else:
-            h = conv((x_src, x_dst), edge_index, size=(x_src.shape[0], num_dst))
+            out = conv((h, x_dst), edge_index, size=(h.shape[0], block.num_dst))
         if i < self.num_layers - 1:
-            h = self.norms[i](h)
-            h = relu_dropout(h, self.dropout, self.training)
-        return h
+            out = self.norms[i](out)
+            out = relu_dropout(out, self.dropout, self.training)
+        return out
 
-    def forward(self, x: Tensor, blocks: Sequence[BlockLike], deg: Tensor | None = None) -> Tensor:
-        """Logits for the seeds: ``blocks[-1].num_dst`` rows.
-
-        ``deg`` holds the graph in-degree of each input node (needed by GCN only); since
-        each block's source nodes are a prefix of the previous block's, slicing it works.
-        """
+    def forward(self, blocks: Sequence[Block], x: Tensor) -> Tensor:
+        """Outputs for the seeds: ``blocks[-1].num_dst`` rows."""
         if len(blocks) != self.num_layers:
             raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
         h = x
         for i, block in enumerate(blocks):
-            d_src = deg[:block.num_src] if deg is not None else None
-            d_dst = deg[:block.num_dst] if deg is not None else None
-            h = self.layer(i, h, block.num_dst, block.edge_index, d_src, d_dst,
-                           getattr(block, "indptr", None))
+            h = self.layer(i, block, h)
         return h
 
 
-def build_model(cfg: ModelConfig, in_dim: int, num_classes: int, seed: int) -> BlockGNN:
-    """The same seed gives the same initial parameters in every process."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return BlockGNN(cfg, in_dim, num_classes)
+def _builtin(arch: str) -> Callable[[int, int, ModelConfig], BlockGNN]:
+    def factory(in_dim: int, out_dim: int, cfg: ModelConfig) -> BlockGNN:
+        return BlockGNN(cfg, in_dim, out_dim, arch)
+
+    factory.__name__ = arch
+    return factory
 
 
-def flat_grads(model: nn.Module) -> Tensor:
-    """All gradients in one contiguous float32 buffer (one all-reduce, not one per tensor)."""
-    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
-             for p in model.parameters()]
-    return torch.cat(parts)
-
-
-def set_flat_grads(model: nn.Module, flat: Tensor) -> None:
-    offset = 0
-    for p in model.parameters():
-        n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p).clone()
-        offset += n
+BUILTIN: dict[str, Callable[[int, int, ModelConfig], nn.Module]] = {
+    name: _builtin(name) for name in ("sage", "gcn", "gat")}
+"""``model.arch`` names of the built-in models and their factories."""

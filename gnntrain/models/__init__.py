@@ -1,0 +1,26 @@
+"""Models: the protocol every model follows, the built-in ones, and the PyG adapter.
+
+See :mod:`gnntrain.models.protocol` for the protocol and how ``model.arch`` names a
+model (a built-in name or ``package.module:factory``).
+"""
+
+from gnntrain.models.builtin import BUILTIN, BlockGNN, GCNBlockConv
+from gnntrain.models.protocol import (
+    BlockModel,
+    ModelFactory,
+    ModelSpec,
+    build_model,
+    flat_grads,
+    has_layerwise,
+    import_object,
+    needs_degrees,
+    resolve_factory,
+    set_flat_grads,
+)
+from gnntrain.models.pyg import PygLayers
+
+__all__ = [
+    "BUILTIN", "BlockGNN", "BlockModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
+    "build_model", "flat_grads", "has_layerwise", "import_object", "needs_degrees",
+    "resolve_factory", "set_flat_grads",
+]

@@ -1,0 +1,127 @@
+"""The model protocol: what any model trained by gnntrain implements, and how one is built.
+
+A model is an ``nn.Module`` with
+
+``forward(blocks, x) -> Tensor``
+    ``blocks`` is a batch's list of :class:`samplers.Block` (``blocks[0]`` the input layer,
+    DGL's message-flow-graph convention: the dst nodes of a block are the first
+    ``num_dst`` of its src nodes), ``x`` the input rows of ``blocks[0]``'s src nodes. It
+    returns one output row per destination node of the **last** block (the seeds).
+
+Optional, each detected with ``getattr``:
+
+``num_layers: int`` and ``layer(i, block, h) -> Tensor``
+    Layer ``i`` on one block: ``h`` holds rows of the block's src nodes, the result rows
+    of its dst nodes. ``forward`` must equal applying ``layer(0..num_layers-1)`` in turn.
+    A model that has it gets **exact layer-wise full-graph inference** (every node's
+    output computed once per layer over all its in-neighbours, DGL's way) for evaluation,
+    prediction and embedding export; any other model is evaluated with sampled
+    neighbourhoods (the training fanouts) and the run says so.
+``needs_degrees: bool``
+    When true, every block carries ``src_deg`` (graph in-degrees of its src nodes; GCN's
+    normalisation needs them).
+
+A model is chosen by ``model.arch``: a built-in name (``sage``, ``gcn``, ``gat``) or an
+import path ``package.module:factory``. A factory is called as
+``factory(in_dim, out_dim, model_config)`` (``model_config`` the run's
+:class:`gnntrain.config.ModelConfig`; its free-form ``options`` mapping holds the
+factory's own settings, which the factory type-checks) and returns the ``nn.Module``.
+From Python, :func:`gnntrain.fit` also takes the factory or a module instance itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor, nn
+
+from gnntrain.config import ConfigError, ModelConfig
+from samplers.batch import Block
+
+ModelFactory = Callable[[int, int, ModelConfig], nn.Module]
+ModelSpec = str | ModelFactory | nn.Module
+"""What names a model: ``model.arch`` (a built-in name or ``module:factory``), a factory,
+or a module instance (copied, so every worker starts from the same parameters)."""
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+@runtime_checkable
+class BlockModel(Protocol):
+    """``forward(blocks, x)``: outputs for the last block's destination nodes."""
+
+    def __call__(self, blocks: Sequence[Block], x: Tensor) -> Tensor: ...
+
+
+def has_layerwise(model: nn.Module) -> bool:
+    """True when ``model`` implements ``layer(i, block, h)`` and ``num_layers``."""
+    return callable(getattr(model, "layer", None)) and isinstance(getattr(model, "num_layers", None), int)
+
+
+def needs_degrees(model: nn.Module) -> bool:
+    return bool(getattr(model, "needs_degrees", False))
+
+
+def import_object(path: str, what: str) -> Any:
+    """``package.module:attr`` -> the object; errors name the path and what was wrong."""
+    if not _IMPORT_PATH.match(path):
+        raise ConfigError(f"{what}={path!r}: expected a built-in name or an import path "
+                          "'package.module:name'")
+    mod_name, _, attr = path.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConfigError(f"{what}={path!r}: cannot import module {mod_name!r} ({e}); it must be "
+                          "importable where the run starts and on every worker (on a cluster: "
+                          "ship it with `ray job submit --working-dir`)") from None
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise ConfigError(f"{what}={path!r}: module {mod_name!r} has no attribute {attr!r}") from None
+
+
+def resolve_factory(arch: str) -> ModelFactory:
+    """The factory ``model.arch`` names: a built-in or an imported callable."""
+    from gnntrain.models.builtin import BUILTIN
+
+    if arch in BUILTIN:
+        return BUILTIN[arch]
+    factory = import_object(arch, "model.arch")
+    if not callable(factory):
+        raise ConfigError(f"model.arch={arch!r} is not callable (got {type(factory).__name__})")
+    return factory  # type: ignore[no-any-return]
+
+
+def build_model(spec: ModelSpec, cfg: ModelConfig, in_dim: int, out_dim: int, seed: int) -> nn.Module:
+    """The model ``spec`` names, with initial parameters fixed by ``seed`` (the same in every
+    process). A module instance is deep-copied and keeps its own parameters."""
+    if isinstance(spec, nn.Module):
+        return copy.deepcopy(spec)
+    factory = resolve_factory(spec) if isinstance(spec, str) else spec
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = factory(in_dim, out_dim, cfg)
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"model factory {getattr(factory, '__name__', factory)!r} returned "
+                          f"{type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def flat_grads(model: nn.Module) -> Tensor:
+    """All gradients in one contiguous float32 buffer (one all-reduce, not one per tensor)."""
+    parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=p.device)
+             for p in model.parameters()]
+    return torch.cat(parts) if parts else torch.zeros(0)
+
+
+def set_flat_grads(model: nn.Module, flat: Tensor) -> None:
+    offset = 0
+    for p in model.parameters():
+        n = p.numel()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n

@@ -1,0 +1,115 @@
+"""A worker's evaluation role: exact layer-wise full-graph inference, or sampled inference.
+
+Layer-wise (DGL's way, for models with ``layer(i, block, h)``): the coordinator runs
+layer ``l`` on every worker before any starts ``l + 1``; each worker computes layer ``l``
+for every node it owns over **all** in-neighbours, reading the previous layer's rows of
+its halo from their owners (:meth:`Evaluator.layer`). Sampled: the split's seeds in
+batches with the training fanouts. Both return the task's metric state per split.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnntrain.engine import layer_forward, mix_seed
+from gnntrain.models import needs_degrees
+from gnntrain.runtime.comm import payload_bytes
+from gnntrain.runtime.dist_source import group_by_owner, owners_of
+from gnntrain.runtime.part_access import PartAccess
+from gnntrain.tasks import SPLITS, Task
+
+
+class Evaluator:
+    """Inference over one worker's part; holds the layer outputs peers ask for."""
+
+    def __init__(self, access: PartAccess, model: torch.nn.Module, task: Task) -> None:
+        self.access = access
+        self.model = model
+        self.task = task
+        self.hidden: dict[int, np.ndarray] = {}
+        self._halo_local: np.ndarray | None = None
+
+    def _local_indices(self) -> np.ndarray:
+        """Neighbour ids renumbered: owned rows first, then the halo in sorted order."""
+        if self._halo_local is None:
+            a = self.access
+            ind = np.asarray(a.part.indices, dtype=np.int64)
+            owned = a.owned(ind)
+            halo = np.asarray(a.part.halo_ids, dtype=np.int64)
+            loc = np.empty_like(ind)
+            loc[owned] = ind[owned] - a.start
+            loc[~owned] = a.n_owned + np.searchsorted(halo, ind[~owned])
+            self._halo_local = loc
+        return self._halo_local
+
+    def begin(self) -> None:
+        self.hidden = {0: np.array(self.access.part.x, dtype=np.float32)}  # writable copy of the mmap
+
+    def layer(self, layer: int) -> None:
+        """Layer ``layer`` over all in-neighbours for every owned node."""
+        a = self.access
+        a.progress.set("eval", layer=layer)
+        h_owned = self.hidden[layer]
+        halo = np.asarray(a.part.halo_ids, dtype=np.int64)
+        if halo.size:
+            _, groups = group_by_owner(owners_of(a.offsets, halo), a.rank)
+            requests = {o: halo[p] for o, p in groups.items()}
+            for o, req in requests.items():
+                a.comm.add("feature", o, payload_bytes(req, layer))
+            replies = a.peers.hidden(requests, layer)
+            h_halo = np.empty((halo.size, h_owned.shape[1]), dtype=np.float32)
+            for o, p in groups.items():
+                h_halo[p] = replies[o]
+            h_all = np.concatenate([h_owned, h_halo])
+        else:
+            h_all = h_owned
+        deg = None
+        if needs_degrees(self.model):
+            ids = np.concatenate([np.arange(a.start, a.start + a.n_owned), halo])
+            deg = torch.from_numpy(a.degrees[ids].astype(np.float32))
+        out = layer_forward(self.model, layer, torch.from_numpy(h_all), a.part.indptr,
+                            self._local_indices(), deg)
+        self.hidden[layer + 1] = out.numpy()
+
+    def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
+        return np.ascontiguousarray(self.hidden[layer][ids - self.access.start])
+
+    def results(self) -> dict[str, Any]:
+        """The task's metric state per split from the last layer's outputs; frees them."""
+        out_layer = max(self.hidden)
+        outputs = torch.from_numpy(self.hidden[out_layer])
+        res = {s: self.task.to_json(self.task.eval_state(self.access.part, outputs, s)) for s in SPLITS}
+        self.hidden = {}
+        self.access.progress.set("idle")
+        return res
+
+    @torch.no_grad()
+    def sampled(self, epoch: int) -> dict[str, Any]:
+        """Metric states of val and test with the training fanouts (any model)."""
+        a = self.access
+        self.model.eval()
+        out: dict[str, Any] = {}
+        for split in ("val", "test"):
+            batches = self.task.eval_batches(a.part, split, self.cfg_batch_size)
+            keys = [mix_seed(a.cfg.train.seed, "eval", split, epoch, i) for i in range(len(batches))]
+            pipe = a.pipeline(self.task, batches, keys, need_deg=needs_degrees(self.model))
+            states = []
+            try:
+                for i, item in enumerate(pipe):
+                    a.progress.set("eval", step=i)
+                    if item.batch is None:
+                        continue
+                    b = item.batch.to(a.device, non_blocking=True)
+                    states.append(self.task.metric_state(self.model(b.blocks, b.x), b.y))
+            finally:
+                pipe.close()
+            out[split] = self.task.to_json(self.task.merge(states))
+        a.progress.set("idle")
+        return out
+
+    @property
+    def cfg_batch_size(self) -> int:
+        return self.access.cfg.sampler.batch_size

@@ -1,0 +1,36 @@
+"""Injected faults (the ``faults:`` config section), for drills and tests.
+
+A :class:`FaultInjector` is a step hook: the worker calls it after every training step,
+and on worker ``rank`` at (``epoch``, ``step``) it raises, kills the process, or stalls.
+It is installed only when ``faults.kind`` is not ``none``, so production training never
+carries it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gnntrain.config import FaultConfig
+
+
+class FaultInjector:
+    def __init__(self, cfg: FaultConfig, rank: int, attempt: int) -> None:
+        self.cfg = cfg
+        self.rank = rank
+        self.attempt = attempt  # which restart of the run this is: a fault hits `times` attempts
+
+    @classmethod
+    def hooks(cls, cfg: FaultConfig, rank: int, attempt: int) -> list[FaultInjector]:
+        """The step hooks ``cfg`` asks for on this worker (none when faults are off)."""
+        return [] if cfg.kind == "none" or cfg.rank != rank else [cls(cfg, rank, attempt)]
+
+    def __call__(self, epoch: int, step: int) -> None:
+        f = self.cfg
+        if (epoch, step) != (f.epoch, f.step) or self.attempt >= f.times:
+            return
+        if f.kind == "raise":
+            raise RuntimeError(f"injected fault: worker {self.rank} raises at epoch {epoch} step {step}")
+        if f.kind == "exit":
+            os._exit(17)
+        time.sleep(10**6)  # stall: never answers again

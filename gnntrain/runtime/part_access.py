@@ -1,0 +1,119 @@
+"""What a worker reads: its part, the other parts through its peers, and its cache.
+
+:class:`PartAccess` holds one worker's view of the graph — the local CSR, the
+distributed sampler over it (frontier nodes it owns sampled locally, one request per
+remote owner for the rest), the feature reader (own table, cache, one request per
+owner) and the byte counter — and builds batch pipelines over it. The trainer, the
+evaluator and the peer server of a worker share one :class:`PartAccess`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from gnntrain.config import RunConfig
+from gnntrain.engine import BatchPipeline, EpochStats, mix_seed
+from gnntrain.runtime.comm import CommCounter
+from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource, Peers
+from gnntrain.tasks import SeedBatch, Task
+from samplers import CSRSource, NeighborSampler, build_cache, count_accesses
+
+if TYPE_CHECKING:
+    from partition import Part
+
+
+class Progress:
+    """Where a worker is (phase, epoch, step), read by the coordinator to name a stuck
+    worker; written by whichever role is working."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {"epoch": -1, "step": 0, "phase": "setup"}
+
+    def set(self, phase: str, **where: int) -> None:
+        self.state = {"phase": phase, **where}
+
+
+class PartAccess:
+    """One worker's sampler, feature reader, cache and byte counter over its part."""
+
+    def __init__(self, cfg: RunConfig, part: Part, *, rank: int, world: int,
+                 degrees: np.ndarray, peers: Peers, device: torch.device) -> None:
+        self.cfg = cfg
+        self.part = part
+        self.rank = rank
+        self.world = world
+        self.device = device
+        self.offsets = np.asarray(part.offsets, dtype=np.int64)
+        self.start = int(self.offsets[rank])
+        self.num_nodes = int(self.offsets[-1])
+        self.n_owned = int(part.indptr.shape[0] - 1)
+        self.degrees = degrees
+        self.peers = peers
+        self.comm = CommCounter(rank, world)
+        self.progress = Progress()
+        self.local = CSRSource(part.indptr, part.indices, part.x, row_offset=self.start,
+                               num_nodes=self.num_nodes)
+        self.source = DistGraphSource(self.local, self.offsets, rank, peers, self.comm, part.x)
+        self.reader = DistFeatureReader(part.x, self.start, self.offsets, rank, peers,
+                                        self.comm, degrees, dtype=cfg.train.feature_dtype)
+        sc = cfg.sampler
+        self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,
+                                       weighted=sc.weighted)
+        self.cache_info: dict[str, Any] = {"policy": "none", "capacity": 0}
+
+    def owned(self, ids: np.ndarray) -> np.ndarray:
+        return (ids >= self.start) & (ids < self.start + self.n_owned)
+
+    def setup_cache(self, task: Task) -> dict[str, Any]:
+        """Build the remote-feature cache ``sampler.cache`` asks for (``samplers.build_cache``);
+        returns what it did. Pre-sampling runs the task's training seeds with keys the
+        training run never uses."""
+        cc = self.cfg.sampler.cache
+        remote_rows = self.num_nodes - self.n_owned
+        if cc.policy == "none" or self.world == 1 or remote_rows == 0:
+            return self.cache_info
+        t0 = time.perf_counter()
+        remote = np.concatenate([np.arange(0, self.start),
+                                 np.arange(self.start + self.n_owned, self.num_nodes)]).astype(np.int64)
+        counts = None
+        if cc.policy == "presample":
+            counts = count_accesses(
+                self.sampler, task.eval_seeds(self.part, "train"), self.cfg.sampler.batch_size,
+                cc.presample_epochs, mix_seed(self.cfg.train.seed, "presample", self.rank),
+                only=lambda v: ~self.owned(v))
+        cache = build_cache(cc, dim=int(self.part.x.shape[1]), num_remote_rows=remote_rows,
+                            read_rows=lambda ids: self.reader.fetch(ids), candidates=remote,
+                            degrees=self.degrees[remote], access_counts=counts)
+        self.reader.cache = cache
+        self.cache_info = {"policy": cc.policy, "capacity": int(cache.capacity) if cache else 0,
+                           "remote_rows": int(remote_rows), "setup_s": time.perf_counter() - t0}
+        return self.cache_info
+
+    def pipeline(self, task: Task, batches: list[SeedBatch], keys: list[int], *, need_deg: bool,
+                 prefetch: int | None = None) -> BatchPipeline:
+        """Sample, fetch and attach the task's targets, ``prefetch`` batches ahead."""
+        def targets(b: SeedBatch) -> np.ndarray:
+            return task.targets(self.part, b)
+
+        return BatchPipeline(self.sampler, self.reader, targets, batches, keys,
+                             prefetch=self.cfg.sampler.prefetch if prefetch is None else prefetch,
+                             need_deg=need_deg, pin=self.device.type == "cuda")
+
+    def io_counters(self) -> Callable[[EpochStats], None]:
+        """Snapshot the sampler's and reader's counters; the returned function adds what
+        they counted since then to an epoch's statistics."""
+        src0, rd0 = dict(vars(self.source.stats)), dict(vars(self.reader.stats))
+
+        def add(stats: EpochStats) -> None:
+            stats.extra.update({f"sample_{k}": v - src0[k] for k, v in vars(self.source.stats).items()})
+            stats.extra.update({f"feat_{k}": v - rd0[k] for k, v in vars(self.reader.stats).items()})
+
+        return add
+
+    def comm_snapshot(self) -> dict[str, Any]:
+        return self.comm.take()

@@ -1,0 +1,31 @@
+"""Tasks: what differs between learning problems (see :mod:`gnntrain.tasks.base`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task
+from gnntrain.tasks.node import NodeClassification
+
+BUILTIN: dict[str, type[Task]] = {NodeClassification.name: NodeClassification}
+"""``task.kind`` names of the built-in tasks."""
+
+
+def build_task(kind: str, options: dict[str, Any] | None = None) -> Task:
+    """The task ``task.kind`` names (built-in or ``package.module:factory``), made with
+    ``options`` as keyword arguments."""
+    from gnntrain.config import ConfigError
+    from gnntrain.models.protocol import import_object
+
+    factory = BUILTIN.get(kind) or import_object(kind, "task.kind")
+    try:
+        task = factory(**(options or {}))
+    except TypeError as e:
+        raise ConfigError(f"task.options={options!r}: {kind} does not take them ({e})") from None
+    if not isinstance(task, Task):
+        raise ConfigError(f"task.kind={kind!r} made {type(task).__name__}, not a gnntrain Task")
+    return task
+
+
+__all__ = ["BUILTIN", "SPLITS", "MetricState", "NodeClassification", "SeedBatch", "StepOutput",
+           "Task", "build_task"]

@@ -1,0 +1,177 @@
+"""The task contract: everything that differs between learning problems, in one object.
+
+The runtime (samplers, feature fetch, gradient all-reduce, layer-wise inference, bytes
+accounting, checkpoints) is the same for every problem; a :class:`Task` says
+
+* **seeds** — which examples an epoch draws on each worker and how they become batches
+  (:meth:`Task.num_train_examples`, :meth:`Task.epoch_batches`, :meth:`Task.eval_batches`).
+  A batch is a :class:`SeedBatch`: the **nodes** the sampler expands (unique global ids)
+  plus task-defined arrays (``payload``). Every worker runs the same number of steps,
+  fixed by the coordinator from all parts' :meth:`num_train_examples`.
+* **targets** — what a batch needs besides features (:meth:`Task.targets`), attached to
+  the prepared batch as ``y``.
+* **head and loss** — :meth:`Task.out_dim` (the model's output width) and
+  :meth:`Task.loss` (summed over the batch's examples, so the global mean is the sum of
+  all workers' sums over the global count: k workers compute the gradient of the global
+  batch exactly). :meth:`Task.training_step` is the whole forward + loss and is the hook
+  for a custom loss or step (override it, or just :meth:`loss`).
+* **metrics, reduced exactly** — a worker returns a :data:`MetricState` (named integer or
+  float arrays, e.g. correct/total counts); :meth:`Task.merge` combines the workers' states
+  (by default an element-wise sum) and :meth:`Task.metrics` turns the merged state into
+  figures. Reducing states, never averaging per-worker figures, makes the reduced metric
+  equal the single-process metric.
+* **evaluation and prediction** — :meth:`Task.eval_state` scores a split from the final
+  layer's outputs of a worker's own nodes (layer-wise inference), or from sampled batches
+  (:meth:`Task.eval_batches` + :meth:`Task.metric_state`); :meth:`Task.predict` turns
+  outputs into what ``gnntrain.predict`` writes.
+
+How the next problems plug in without another redesign:
+
+(a) **Link prediction.** ``epoch_batches`` draws a worker's positive edges (owned by the
+    owner of their destination) and negatives (seeded from (seed, epoch, step, rank)),
+    returns ``SeedBatch(nodes=unique endpoints, payload={"src": ..., "dst": ..., "label":
+    ...})`` with the pairs as indices into ``nodes``; ``targets`` turns the payload into a
+    tensor of local pair indices and labels; the model's outputs are node embeddings
+    (``out_dim`` = embedding width) and ``loss`` scores the pairs with the task's decoder
+    (dot product, MLP on the Hadamard product; BCE or BPR). Ranking metrics reduce exactly
+    through ``merge``: AUC from per-worker score histograms or sorted score lists,
+    Hits@K from each worker's top-K negative scores merged into the global top-K (a merge
+    that is not a sum — hence ``merge`` is a method), MRR from per-source ranks.
+    ``eval_state`` gets every node's embedding from layer-wise inference and scores the
+    pairs whose endpoints the worker owns (remote endpoints through the halo rows).
+(b) **Typed nodes and relations.** Seeds carry a node type (``SeedBatch.payload["type"]``
+    or one task per target type); blocks become typed (per-relation edge sets) and the
+    model's output rows are those of the target type's seeds, so ``targets``, ``loss``,
+    ``metric_state`` and ``merge`` are unchanged: the per-type logic lives in the sampler,
+    the partition book and the model, not here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from partition import Part
+    from samplers.batch import PreparedBatch
+
+MetricState = dict[str, np.ndarray]
+"""Named arrays whose merge across workers is exact (counts, sums, top-K lists)."""
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class SeedBatch:
+    """One step's seeds: ``nodes`` (unique global ids the sampler expands; the model's
+    output rows follow their order) and task-defined arrays in ``payload``."""
+
+    nodes: np.ndarray
+    payload: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return int(self.nodes.shape[0]) == 0
+
+
+@dataclass
+class StepOutput:
+    """What one training step computed on one worker: the summed loss (with its graph,
+    for backward), the number of examples it sums over, and the batch's metric state."""
+
+    loss_sum: Tensor
+    count: int
+    state: MetricState
+
+
+class Task(ABC):
+    """What a learning problem defines; see the module docstring for the contract."""
+
+    name: ClassVar[str]
+    """Short name used in configs and reports."""
+
+    @abstractmethod
+    def out_dim(self, num_classes: int, hidden: int) -> int:
+        """Width of the model's output rows."""
+
+    @abstractmethod
+    def num_train_examples(self, part: Part) -> int:
+        """Training examples this part owns (the coordinator sizes the epoch from them)."""
+
+    @abstractmethod
+    def epoch_batches(self, part: Part, steps: int, *, seed: int, epoch: int, rank: int,
+                      shuffle: bool, order: np.ndarray | None = None) -> list[SeedBatch]:
+        """Exactly ``steps`` batches of this part's training examples for ``epoch``
+        (possibly empty ones: every worker runs every step's collective)."""
+
+    @abstractmethod
+    def eval_seeds(self, part: Part, split: str) -> np.ndarray:
+        """Global ids of this part's nodes scored for ``split`` (``train``/``val``/``test``)."""
+
+    def eval_batches(self, part: Part, split: str, batch_size: int) -> list[SeedBatch]:
+        """Batches of ``split`` for sampled evaluation (the order does not matter)."""
+        ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
+        steps = max(1, -(-ids.size // batch_size))
+        return [SeedBatch(np.ascontiguousarray(b)) for b in np.array_split(ids, steps)]
+
+    @abstractmethod
+    def targets(self, part: Part, batch: SeedBatch) -> np.ndarray:
+        """What the loss and metrics compare against, for one batch (``PreparedBatch.y``)."""
+
+    @abstractmethod
+    def loss(self, out: Tensor, target: Tensor) -> Tensor:
+        """The batch's loss **summed** over its examples (not averaged)."""
+
+    def num_examples(self, target: Tensor) -> int:
+        """How many examples ``target`` holds (the denominator of the global mean)."""
+        return int(target.shape[0])
+
+    def training_step(self, model: nn.Module, batch: PreparedBatch) -> StepOutput:
+        """Forward and loss of one prepared batch; override for a custom step."""
+        out = model(batch.blocks, batch.x)
+        return StepOutput(self.loss(out, batch.y), self.num_examples(batch.y),
+                          self.metric_state(out.detach(), batch.y))
+
+    @abstractmethod
+    def metric_state(self, out: Tensor, target: Tensor) -> MetricState:
+        """Sufficient statistics of the metrics on one batch (merged with :meth:`merge`)."""
+
+    def merge(self, states: Sequence[MetricState]) -> MetricState:
+        """Combine states of several batches or workers exactly (default: element-wise sum)."""
+        out: MetricState = {}
+        for st in states:
+            for k, v in st.items():
+                v = np.asarray(v)
+                out[k] = out[k] + v if k in out else v.copy()
+        return out
+
+    @abstractmethod
+    def metrics(self, state: MetricState) -> dict[str, float]:
+        """Figures from a merged state (e.g. ``{"acc": 0.81}``); NaN where undefined."""
+
+    def eval_state(self, part: Part, outputs: Tensor, split: str) -> MetricState:
+        """The metric state of ``split`` from the final outputs of every node this part
+        owns (row ``i`` = local node ``i``), as layer-wise inference produces them."""
+        ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
+        local = torch.from_numpy(ids - int(part.offsets[part.part_id]))
+        target = torch.from_numpy(self.targets(part, SeedBatch(ids)))
+        return self.metric_state(outputs[local], target)
+
+    def predict(self, out: Tensor, what: str) -> Tensor:
+        """What ``gnntrain.predict --what WHAT`` writes for output rows ``out``."""
+        if what == "logits":
+            return out
+        raise ValueError(f"--what {what!r}: task {self.name!r} writes 'logits' or 'embeddings'")
+
+    def to_json(self, state: MetricState) -> dict[str, Any]:
+        """A state as JSON-able lists (states travel in epoch records)."""
+        return {k: np.asarray(v).tolist() for k, v in state.items()}
+
+    def from_json(self, raw: dict[str, Any]) -> MetricState:
+        return {k: np.asarray(v) for k, v in raw.items()}

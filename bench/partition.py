@@ -38,9 +38,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gnntrain.config import DatasetConfig, SyntheticConfig, data_root
-from gnntrain.data.graph import Graph
 from gnntrain.data.synthetic import generate
 from partition import PartitionConfig, assign_parts, build_partition_set
+from partition.graph import Graph
 from partition.methods import metis_target, symmetrize, vertex_weights
 from partition.metis import load_metis, part_graph_kway
 from partition.steps import StepRecorder, current_rss

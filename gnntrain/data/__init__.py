@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gnntrain.data.errors import DataError
-from gnntrain.data.graph import Graph, GraphError, csr_from_edges
+from partition.graph import Graph, GraphError, csr_from_edges
 
 if TYPE_CHECKING:
     from gnntrain.data.build import BuildOptions

@@ -37,7 +37,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from gnntrain.config import DatasetConfig, SyntheticConfig, data_root
+from gnntrain.config import (
+    CsvDataset,
+    DatasetConfig,
+    HeterophilousDataset,
+    PlanetoidDataset,
+    SyntheticConfig,
+    data_root,
+)
 from gnntrain.data.synthetic import generate
 from partition import PartitionConfig, assign_parts, build_partition_set
 from partition.graph import Graph
@@ -47,12 +54,12 @@ from partition.steps import StepRecorder, current_rss
 
 OUT = Path(__file__).resolve().parent / "out"
 MIB = 1 << 20
-REAL = {
-    "cora": DatasetConfig(name="cora", source="planetoid", path="planetoid", planetoid_name="Cora"),
-    "ca-hepph": DatasetConfig(name="ca-hepph", source="csv", path="snap/ca-HepPh/CA-HepPh.txt"),
-    "github": DatasetConfig(name="github", source="csv", path="musae/edges/git_edges.csv",
-                            labels="musae/target/git_target.csv", label_column="ml_target"),
-    "tolokers": DatasetConfig(name="tolokers", source="heterophilous", path="heterophilous/tolokers.npz"),
+REAL: dict[str, DatasetConfig] = {
+    "cora": PlanetoidDataset(name="cora", path="planetoid", planetoid_name="Cora"),
+    "ca-hepph": CsvDataset(name="ca-hepph", path="snap/ca-HepPh/CA-HepPh.txt"),
+    "github": CsvDataset(name="github", path="musae/edges/git_edges.csv",
+                         labels="musae/target/git_target.csv", label_column="ml_target"),
+    "tolokers": HeterophilousDataset(name="tolokers", path="heterophilous/tolokers.npz"),
 }
 RECORDED = "recorded in the issue on another machine, not measured here: pymetis 11.6 s cut 0.19, " \
            "DGL METIS 8.4 s cut 0.24, random 0.75 (1M/20M)"

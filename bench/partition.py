@@ -15,7 +15,7 @@ memory = peak RSS during the step minus the RSS before the graph existed, divide
 bytes of CSR + features. If ``GNNTRAIN_DGL_PYTHON`` names a Python with
 DGL, ``dgl.distributed.partition_graph`` runs on the same graph in a subprocess.
 
-Real part: Cora, CA-HepPh, GitHub, Tolokers (``../shared/datasets``) at k = 2, 4, 8, 16
+Real part: Cora, CA-HepPh, GitHub, Tolokers (under ``$GNNTRAIN_DATA``) at k = 2, 4, 8, 16
 for metis, random and ldg (``assign_parts`` only): edge cut, cut / random cut,
 training-node and edge imbalance (max/mean). JSON goes to bench/out/.
 """

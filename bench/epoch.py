@@ -57,9 +57,9 @@ from rich.console import Console
 
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
-from gnntrain.data.graph import Graph
 from gnntrain.models import build_model
 from gnntrain.runtime.core import make_optimizer
+from partition.graph import Graph
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out"

@@ -82,15 +82,14 @@ from rich.console import Console
 from rich.table import Table
 
 from gnntrain.config import ConfigError, RunConfig, load_config
-from gnntrain.data.graph import Graph
 from gnntrain.data.synthetic import generate
 from gnntrain.engine import steps_per_epoch
 from gnntrain.report import fmt_bytes
-from gnntrain.runtime.core import PartLike
 from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.simulate import simulate_k
-from partition import PartitionSet, build_partition_set
+from partition import Part, PartitionSet, build_partition_set
+from partition.graph import Graph
 from partition.steps import StepRecorder
 from samplers import CSRSource, NeighborSampler
 
@@ -190,7 +189,7 @@ def simulate_lean(cfg_k: RunConfig, pset: PartitionSet, *, epoch: int = 0) -> di
     does by snapshotting after setup.
     """
     k = pset.num_parts
-    parts: list[PartLike] = [pset.load_part(p) for p in range(k)]
+    parts: list[Part] = [pset.load_part(p) for p in range(k)]
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes))
     cores = group.cores
     setup_b = np.zeros((k, *cores[0].comm.bytes.shape), dtype=np.int64)
@@ -382,7 +381,7 @@ def per_seed_row(cfg: RunConfig, pset: PartitionSet, sim: dict[str, Any], ref: d
     seeds, steps = sim["train_nodes"], sim["steps"]
     grad = sim["bytes_by_category"]["gradient"]
     nongrad_mean = sim["bytes_per_worker_mean"] - grad / k
-    cached = _cached_rows(cfg, pset.num_nodes, pset.offsets)
+    cached = _cached_rows(cfg, pset.num_nodes, pset.book.offsets)
     part = next(s for s in meter.steps if s["name"] == f"partition k={k}")
     row = {
         "nodes": pset.num_nodes, "edges": pset.meta.num_edges, "k": k, "seeds": seeds, "steps": steps,

@@ -43,20 +43,6 @@ class FeatureReader(Protocol):
     def degrees(self, ids: np.ndarray) -> np.ndarray: ...
 
 
-class ArrayReader:
-    """A feature reader over in-memory arrays indexed by global id (single process)."""
-
-    def __init__(self, x: np.ndarray, deg: np.ndarray) -> None:
-        self.x = x
-        self.deg = deg
-
-    def read(self, ids: np.ndarray) -> np.ndarray:
-        return self.x[ids]
-
-    def degrees(self, ids: np.ndarray) -> np.ndarray:
-        return self.deg[ids]
-
-
 def mix_seed(*parts: int | str) -> int:
     """A 63-bit integer key derived from ``parts`` (stable across processes and runs)."""
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
@@ -314,7 +300,3 @@ def layer_forward(model: BlockGNN, layer: int, h_all: Tensor, indptr: np.ndarray
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")
     return torch.cat(outs)
-
-
-def accuracy_counts(logits: Tensor, y: Tensor) -> tuple[int, int]:
-    return int((logits.argmax(1) == y).sum()), int(y.shape[0])

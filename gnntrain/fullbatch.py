@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from gnntrain.config import RunConfig
-from gnntrain.data.graph import Graph
 from gnntrain.models import build_model
 from gnntrain.runtime.core import make_optimizer
+from partition.graph import Graph
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from rich.console import Console
 from rich.table import Table
 
 from gnntrain.config import ConfigError, RunConfig, load_config
-from gnntrain.data.graph import Graph
 from gnntrain.engine import steps_per_epoch
 from gnntrain.report import fmt_bytes
-from gnntrain.runtime.core import PartLike
 from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
+from partition import Part
+from partition.graph import Graph
 
 
 def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[
     t0 = time.perf_counter()
     pset = build_partition_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
-    parts: list[PartLike] = [pset.load_part(p) for p in range(k)]
+    parts: list[Part] = [pset.load_part(p) for p in range(k)]
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes))
     try:
         t1 = time.perf_counter()

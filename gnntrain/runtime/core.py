@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,9 +33,8 @@ from gnntrain.runtime.dist_source import (
     DistFeatureReader,
     DistGraphSource,
     Peers,
-    group_by_owner,
-    owners_of,
 )
+from partition import Part
 from samplers import (
     CSRSource,
     FeatureCache,
@@ -48,31 +47,6 @@ from samplers import (
     presample_ids,
     resolve_capacity,
 )
-
-
-class PartLike(Protocol):
-    """The arrays a worker needs of its part (``partition.Part`` has them)."""
-
-    @property
-    def part_id(self) -> int: ...
-    @property
-    def offsets(self) -> np.ndarray: ...
-    @property
-    def indptr(self) -> np.ndarray: ...
-    @property
-    def indices(self) -> np.ndarray: ...
-    @property
-    def x(self) -> np.ndarray: ...
-    @property
-    def y(self) -> np.ndarray: ...
-    @property
-    def train_idx(self) -> np.ndarray: ...
-    @property
-    def val_idx(self) -> np.ndarray: ...
-    @property
-    def test_idx(self) -> np.ndarray: ...
-    @property
-    def halo_ids(self) -> np.ndarray: ...
 
 
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
@@ -92,16 +66,16 @@ class _NoPeers(Peers):
 class WorkerCore:
     """One worker's state and steps; every public method is one coordinator call."""
 
-    def __init__(self, cfg: RunConfig, part: PartLike, *, rank: int, world: int,
+    def __init__(self, cfg: RunConfig, part: Part, *, rank: int, world: int,
                  degrees: np.ndarray, num_classes: int, peers: Peers | None,
                  allreduce: AllReduce) -> None:
         self.cfg = cfg
         self.part = part
         self.rank = rank
         self.world = world
-        self.offsets = np.asarray(part.offsets, dtype=np.int64)
-        self.start = int(self.offsets[rank])
-        self.num_nodes = int(self.offsets[-1])
+        self.book = part.book
+        self.start = part.start
+        self.num_nodes = self.book.num_nodes
         self.n_owned = int(part.indptr.shape[0] - 1)
         self.comm = CommCounter(rank, world)
         self.peers = peers or _NoPeers()
@@ -109,9 +83,9 @@ class WorkerCore:
         self.degrees = degrees
         self.local = CSRSource(part.indptr, part.indices, part.x, row_offset=self.start,
                                num_nodes=self.num_nodes)
-        self.source = DistGraphSource(self.local, self.offsets, rank, self.peers, self.comm,
+        self.source = DistGraphSource(self.local, self.book, rank, self.peers, self.comm,
                                       part.x)
-        self.reader = DistFeatureReader(part.x, self.start, self.offsets, rank, self.peers,
+        self.reader = DistFeatureReader(part.x, self.start, self.book, rank, self.peers,
                                         self.comm, degrees, dtype=cfg.train.feature_dtype)
         sc = cfg.sampler
         self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,
@@ -293,7 +267,7 @@ class WorkerCore:
         h_owned = self._hidden[layer]
         halo = np.asarray(self.part.halo_ids, dtype=np.int64)
         if halo.size:
-            _, groups = group_by_owner(owners_of(self.offsets, halo), self.rank)
+            groups = self.part.halo_by_owner()  # halo positions per owner, as stored
             requests = {o: halo[p] for o, p in groups.items()}
             for o, req in requests.items():
                 self.comm.add("feature", o, payload_bytes(req, layer))

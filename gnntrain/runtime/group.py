@@ -10,14 +10,13 @@ import os
 from abc import ABC, abstractmethod
 from typing import Any
 
-import numpy as np
 import torch
 
 from gnntrain.config import RunConfig
-from gnntrain.data.graph import Graph
 from gnntrain.engine import no_allreduce
 from gnntrain.runtime.core import WorkerCore
 from partition import Part
+from partition.graph import Graph
 
 
 class WorkerGroup(ABC):
@@ -69,12 +68,7 @@ class LocalGroup(WorkerGroup):
             # leave one core to the sampling thread: oversubscribed cores doubled the epoch
             # time on the 2-core bench machine (bench/RESULTS.md, "epoch")
             torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
-        n = graph.num_nodes
-        part = Part(  # the whole graph as the only part: owns every node, no halo
-            part_id=0, offsets=np.array([0, n], dtype=np.int64), indptr=graph.indptr,
-            indices=graph.indices, x=graph.x, y=graph.y, train_idx=graph.train_idx,
-            val_idx=graph.val_idx, test_idx=graph.test_idx, orig_ids=np.arange(n, dtype=np.int64),
-            halo_ids=np.empty(0, np.int64), halo_offsets=np.zeros(2, dtype=np.int64))
+        part = Part.whole_graph(graph)  # owns every node, no halo
         self.core = WorkerCore(cfg, part, rank=0, world=1, degrees=graph.in_degrees(),
                                num_classes=graph.num_classes, peers=None, allreduce=no_allreduce)
         self.train_counts = [int(graph.train_idx.size)]

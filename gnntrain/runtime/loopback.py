@@ -17,9 +17,10 @@ import torch
 
 from gnntrain.config import RunConfig
 from gnntrain.runtime.codec import Encoded
-from gnntrain.runtime.core import PartLike, WorkerCore
+from gnntrain.runtime.core import WorkerCore
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.group import WorkerGroup
+from partition import Part
 from samplers import Neighbors
 
 
@@ -67,7 +68,7 @@ class ThreadAllReduce:
 class LoopbackGroup(WorkerGroup):
     """k cores in threads of this process."""
 
-    def __init__(self, cfg: RunConfig, parts: list[PartLike], degrees: np.ndarray, num_classes: int) -> None:
+    def __init__(self, cfg: RunConfig, parts: list[Part], degrees: np.ndarray, num_classes: int) -> None:
         self.world = len(parts)
         self.cores: list[WorkerCore] = []
         reduce = ThreadAllReduce(self.world, cfg.cluster.collective_timeout_s)

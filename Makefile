@@ -10,6 +10,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP_INSTALL) torch==2.13.0 -e '.[test]'
 	touch $@
 
+# Real datasets for the test suite, the demo and the smoke benchmark: $GNNTRAIN_DATA if
+# set, else the shared store beside the checkout (the library itself defaults to
+# ~/.cache/gnntrain/datasets; see README, "Datasets and configs").
+GNNTRAIN_DATA ?= $(abspath ../shared/datasets)
+test demo bench-smoke: export GNNTRAIN_DATA := $(GNNTRAIN_DATA)
+
 .PHONY: install demo test lint bench-smoke
 install: $(VENV)/.installed
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from gnntrain.config import SyntheticConfig
-from gnntrain.data.graph import Graph
 from gnntrain.data.synthetic import generate
+from partition.graph import Graph
 from samplers import (
     CSRSource,
     FeatureCache,

@@ -47,9 +47,9 @@ import torch
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
-from gnntrain.data.graph import Graph
 from gnntrain.report import fmt_bytes
 from gnntrain.simulate import simulate_k
+from partition.graph import Graph
 
 SECTIONS = ("bytes", "exact", "accuracy")
 K_BYTES = 4

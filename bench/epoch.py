@@ -57,9 +57,9 @@ from rich.console import Console
 
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
-from gnntrain.data.graph import Graph
 from gnntrain.engine import make_optimizer
 from gnntrain.models import build_model
+from partition.graph import Graph
 from samplers import Block
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ memory = peak RSS during the step minus the RSS before the graph existed, divide
 bytes of CSR + features. If ``GNNTRAIN_DGL_PYTHON`` names a Python with
 DGL, ``dgl.distributed.partition_graph`` runs on the same graph in a subprocess.
 
-Real part: Cora, CA-HepPh, GitHub, Tolokers (``../shared/datasets``) at k = 2, 4, 8, 16
+Real part: Cora, CA-HepPh, GitHub, Tolokers (under ``$GNNTRAIN_DATA``) at k = 2, 4, 8, 16
 for metis, random and ldg (``assign_parts`` only): edge cut, cut / random cut,
 training-node and edge imbalance (max/mean). JSON goes to bench/out/.
 """
@@ -37,22 +37,29 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from gnntrain.config import DatasetConfig, SyntheticConfig, data_root
-from gnntrain.data.graph import Graph
+from gnntrain.config import (
+    CsvDataset,
+    DatasetConfig,
+    HeterophilousDataset,
+    PlanetoidDataset,
+    SyntheticConfig,
+    data_root,
+)
 from gnntrain.data.synthetic import generate
 from partition import PartitionConfig, assign_parts, build_partition_set
+from partition.graph import Graph
 from partition.methods import metis_target, symmetrize, vertex_weights
 from partition.metis import load_metis, part_graph_kway
 from partition.steps import StepRecorder, current_rss
 
 OUT = Path(__file__).resolve().parent / "out"
 MIB = 1 << 20
-REAL = {
-    "cora": DatasetConfig(name="cora", source="planetoid", path="planetoid", planetoid_name="Cora"),
-    "ca-hepph": DatasetConfig(name="ca-hepph", source="csv", path="snap/ca-HepPh/CA-HepPh.txt"),
-    "github": DatasetConfig(name="github", source="csv", path="musae/edges/git_edges.csv",
-                            labels="musae/target/git_target.csv", label_column="ml_target"),
-    "tolokers": DatasetConfig(name="tolokers", source="heterophilous", path="heterophilous/tolokers.npz"),
+REAL: dict[str, DatasetConfig] = {
+    "cora": PlanetoidDataset(name="cora", path="planetoid", planetoid_name="Cora"),
+    "ca-hepph": CsvDataset(name="ca-hepph", path="snap/ca-HepPh/CA-HepPh.txt"),
+    "github": CsvDataset(name="github", path="musae/edges/git_edges.csv",
+                         labels="musae/target/git_target.csv", label_column="ml_target"),
+    "tolokers": HeterophilousDataset(name="tolokers", path="heterophilous/tolokers.npz"),
 }
 RECORDED = "recorded in the issue on another machine, not measured here: pymetis 11.6 s cut 0.19, " \
            "DGL METIS 8.4 s cut 0.24, random 0.75 (1M/20M)"

@@ -82,7 +82,6 @@ from rich.console import Console
 from rich.table import Table
 
 from gnntrain.config import ConfigError, RunConfig, load_config
-from gnntrain.data.graph import Graph
 from gnntrain.data.synthetic import generate
 from gnntrain.engine import steps_per_epoch
 from gnntrain.report import fmt_bytes
@@ -91,6 +90,7 @@ from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.simulate import dry_epoch, simulate_k
 from gnntrain.tasks import build_task
 from partition import PartitionSet, build_partition_set
+from partition.graph import Graph
 from partition.steps import StepRecorder
 from samplers import CSRSource, NeighborSampler
 
@@ -385,7 +385,7 @@ def per_seed_row(cfg: RunConfig, pset: PartitionSet, sim: dict[str, Any], ref: d
     seeds, steps = sim["train_nodes"], sim["steps"]
     grad = sim["bytes_by_category"]["gradient"]
     nongrad_mean = sim["bytes_per_worker_mean"] - grad / k
-    cached = _cached_rows(cfg, pset.num_nodes, pset.offsets)
+    cached = _cached_rows(cfg, pset.num_nodes, pset.book.offsets)
     part = next(s for s in meter.steps if s["name"] == f"partition k={k}")
     row = {
         "nodes": pset.num_nodes, "edges": pset.meta.num_edges, "k": k, "seeds": seeds, "steps": steps,

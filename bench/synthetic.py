@@ -152,7 +152,7 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 def csv_loading(rows: int, baseline_rows: int, nodes: int) -> list[dict[str, Any]]:
     """read_table vs np.loadtxt on the same edge and feature files; a full CSV load."""
-    from gnntrain.config import DatasetConfig, SyntheticConfig
+    from gnntrain.config import CsvDataset, SyntheticConfig
     from gnntrain.data import load_dataset
     from gnntrain.data.synthetic import generate
     from gnntrain.data.textio import read_table
@@ -185,7 +185,7 @@ def csv_loading(rows: int, baseline_rows: int, nodes: int) -> list[dict[str, Any
         size_mb = big.stat().st_size / 2**20
         _, t_parse = _timed(lambda: read_table(big, kind="int"))
         loaded, t_load = _timed(lambda: load_dataset(
-            DatasetConfig(name="csv", source="csv", edges=str(big))))
+            CsvDataset(name="csv", edges=str(big))))
         out.append({"case": f"int edges, {rows:,} x 2 ({size_mb:.0f} MB)",
                     "method": "read_table", "seconds": t_parse, "rows_per_s": rows / t_parse})
         out.append({"case": f"load_dataset, {rows:,} edge rows", "method": "parse+CSR+split",

@@ -13,19 +13,22 @@ import copy
 import os
 import re
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from partition.config import PartitionConfig
 from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
-    "CacheConfig", "ClusterConfig", "ConfigError", "DatasetConfig", "FaultConfig", "ModelConfig",
-    "PartitionConfig", "RunConfig", "SamplerConfig", "SyntheticConfig", "TaskConfig", "TrainConfig",
-    "load_config", "data_root",
+    "DATA_ENV", "CacheConfig", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
+    "FaultConfig", "HeterophilousDataset", "LoadedDataset", "ModelConfig", "NpzDataset", "OgbDataset",
+    "PartitionConfig", "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
+    "SyntheticDataset", "TaskConfig", "TrainConfig", "data_root", "load_config", "parse_dataset",
 ]
 
 
@@ -73,48 +76,26 @@ class SyntheticConfig(_Frozen):
         return self
 
 
-# Fields that mean nothing for source=synthetic (the generator has its own split settings).
-_NOT_FOR_SYNTHETIC = ("path", "planetoid_name", "edges", "features", "labels", "train_frac",
-                      "val_frac", "split_seed", "split", "num_nodes", "num_classes", "relabel",
-                      "delimiter", "id_column", "label_column", "feature_fallback",
-                      "fallback_dim", "normalize_features")
-_CSV_ONLY = ("edges", "features", "labels", "delimiter", "id_column", "label_column", "relabel")
+class _DatasetBase(_Frozen):
+    """What every dataset config has: its ``name`` and its ``source`` (the discriminator)."""
+
+    name: str
 
 
-def _non_default(model: BaseModel, name: str) -> bool:
-    """True when field ``name`` differs from its default (a dumped config repeats defaults)."""
-    f = type(model).model_fields[name]
-    default = f.get_default(call_default_factory=True)
-    return bool(getattr(model, name) != default)
-
-
-class DatasetConfig(_Frozen):
-    """Where the graph comes from and how it is cleaned at load time.
+class LoadedDataset(_DatasetBase):
+    """The load-time cleaning and split options shared by every source read from files.
 
     Each ``source`` and its files are documented in the loader module named for it
     under ``gnntrain/data/`` (``planetoid``, ``npz`` / ``heterophilous``, ``ogb``,
-    ``csv`` -> ``edgelist``, ``synthetic``).
+    ``csv`` -> ``edgelist``).
     """
 
-    name: str
-    source: Literal["planetoid", "npz", "heterophilous", "ogb", "csv", "synthetic"]
-    path: str | None = Field(None, description="file or directory; relative paths resolve "
-                             "against $GNNTRAIN_DATA, else ../shared/datasets beside the checkout")
-    planetoid_name: str | None = None
+    named_splits: ClassVar[bool] = False  # True where ``split`` may name a split folder
+
     split: int | str = Field(0, description="split index (npz with 10 splits), OGB split name, "
                              "or 'random' for a random split even where the source has one")
-    edges: str | None = None
-    features: str | None = None
-    labels: str | None = None
-    delimiter: str | None = Field(None, description="csv field separator; None = detect")
-    id_column: str | int | None = Field(None, description="csv labels: node-id column "
-                                        "(header name or 0-based index; default first)")
-    label_column: str | int | None = Field(None, description="csv labels: label column "
-                                           "(default last)")
-    num_nodes: int | None = Field(None, ge=1, description="csv: node count; default max id + 1")
     num_classes: int | None = Field(None, ge=1, description="labels must lie in "
                                     "[0, num_classes); default max label + 1")
-    relabel: bool = Field(False, description="csv: renumber arbitrary integer ids densely")
     undirected: bool = True
     dedup: bool = True
     self_loops: Literal["keep", "remove", "add"] = "keep"
@@ -124,46 +105,101 @@ class DatasetConfig(_Frozen):
     feature_fallback: Literal["degree", "random_projection"] = Field(
         "degree", description="features built from the structure when the source has none")
     fallback_dim: int = Field(32, ge=1, description="width of random_projection features")
-    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
     normalize_features: Literal["none", "row"] = Field(
         "none", description="'row' divides each feature row by its sum (PyG's NormalizeFeatures)")
 
     @model_validator(mode="after")
-    def _consistent(self) -> DatasetConfig:
-        src = self.source
-        if src != "synthetic" and not (self.path or self.edges):
-            raise ValueError(f"source={src!r} needs 'path' (or 'edges' for csv)")
-        if src != "csv":
-            given = [f for f in _CSV_ONLY if f in self.model_fields_set and _non_default(self, f)]
-            if given:
-                raise ValueError(f"{given} only apply to source='csv', not source={src!r}")
-        if src == "synthetic":
-            given = [f for f in _NOT_FOR_SYNTHETIC if f in self.model_fields_set and _non_default(self, f)]
-            if given:
-                raise ValueError(f"{given} do not apply to source='synthetic'; the generator "
-                                 "is configured under dataset.synthetic (its own train_frac, "
-                                 "val_frac and seed)")
-            if not self.undirected or self.self_loops == "add":
-                raise ValueError(f"source='synthetic' makes an undirected graph without "
-                                 f"self-loops; undirected={self.undirected}, "
-                                 f"self_loops={self.self_loops!r} are not supported")
-        elif "synthetic" in self.model_fields_set and _non_default(self, "synthetic"):
-            raise ValueError(f"'synthetic' settings only apply to source='synthetic', "
-                             f"not source={src!r}")
-        if src == "heterophilous" and not self.undirected:
-            raise ValueError("source='heterophilous' files store each undirected edge once; "
-                             "undirected must stay true so the loader adds the reverses")
+    def _split_and_fracs(self) -> LoadedDataset:
         if isinstance(self.split, int) and self.split < 0:
             raise ValueError(f"split={self.split}: a split index must be >= 0")
-        if isinstance(self.split, str) and src in ("npz", "heterophilous", "planetoid", "csv") \
-                and self.split != "random":
+        if isinstance(self.split, str) and not self.named_splits and self.split != "random":
+            src = type(self).model_fields["source"].default
             raise ValueError(f"split={self.split!r}: source={src!r} takes a split index "
                              "(0, 1, ...) or 'random'")
+        _check_fracs(self.train_frac, self.val_frac, "")
+        return self
+
+
+_PATH_DOC = ("file or directory; a relative path resolves against $GNNTRAIN_DATA, else "
+             "$XDG_CACHE_HOME/gnntrain/datasets (~/.cache/gnntrain/datasets)")
+
+
+class PlanetoidDataset(LoadedDataset):
+    """PyG's Planetoid raw files (``gnntrain/data/planetoid.py``)."""
+
+    source: Literal["planetoid"] = "planetoid"
+    path: str = Field(description=_PATH_DOC)
+    planetoid_name: str | None = Field(None, description="folder under path, e.g. Cora")
+
+
+class NpzDataset(LoadedDataset):
+    """One ``.npz`` file of arrays (``gnntrain/data/npz.py``)."""
+
+    source: Literal["npz"] = "npz"
+    path: str = Field(description=_PATH_DOC)
+
+
+class HeterophilousDataset(LoadedDataset):
+    """A heterophilous-graphs ``.npz`` (``gnntrain/data/npz.py``): each undirected edge once."""
+
+    source: Literal["heterophilous"] = "heterophilous"
+    path: str = Field(description=_PATH_DOC)
+
+    @model_validator(mode="after")
+    def _undirected(self) -> HeterophilousDataset:
+        if not self.undirected:
+            raise ValueError("source='heterophilous' files store each undirected edge once; "
+                             "undirected must stay true so the loader adds the reverses")
+        return self
+
+
+class OgbDataset(LoadedDataset):
+    """An OGB node-property folder (``gnntrain/data/ogb.py``); ``split`` may name a folder."""
+
+    named_splits: ClassVar[bool] = True
+    source: Literal["ogb"] = "ogb"
+    path: str = Field(description=_PATH_DOC)
+
+
+class CsvDataset(LoadedDataset):
+    """Edge-list text files plus optional feature and label files (``gnntrain/data/edgelist.py``)."""
+
+    source: Literal["csv"] = "csv"
+    path: str | None = Field(None, description="the edge file (same as edges); " + _PATH_DOC)
+    edges: str | None = None
+    features: str | None = None
+    labels: str | None = None
+    delimiter: str | None = Field(None, description="field separator; None = detect")
+    id_column: str | int | None = Field(None, description="labels: node-id column "
+                                        "(header name or 0-based index; default first)")
+    label_column: str | int | None = Field(None, description="labels: label column (default last)")
+    num_nodes: int | None = Field(None, ge=1, description="node count; default max id + 1")
+    relabel: bool = Field(False, description="renumber arbitrary integer ids densely")
+
+    @model_validator(mode="after")
+    def _edges_and_delimiter(self) -> CsvDataset:
+        if not (self.path or self.edges):
+            raise ValueError("source='csv' needs 'path' (or 'edges'): the edge-list file")
         if self.delimiter is not None and len(self.delimiter) != 1:
             raise ValueError(f"delimiter={self.delimiter!r}: give one character, e.g. ',' "
                              "or '\\t'")
-        _check_fracs(self.train_frac, self.val_frac, "")
         return self
+
+
+class SyntheticDataset(_DatasetBase):
+    """The generator (``gnntrain/data/synthetic.py``): an undirected graph without
+    self-loops, with its own split settings under ``synthetic``."""
+
+    source: Literal["synthetic"] = "synthetic"
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+
+
+DatasetConfig = Annotated[
+    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset,
+    Field(discriminator="source")]
+"""Where the graph comes from and how it is cleaned at load time: one model per
+``source``, each with only its own fields (a key of another source is refused with its
+path). Build one from a mapping with :func:`parse_dataset`."""
 
 
 BUILTIN_ARCHS = ("sage", "gcn", "gat")
@@ -278,21 +314,96 @@ class RunConfig(_Frozen):
                              "(sampler.weighted=false)")
         return self
 
+    @model_validator(mode="after")
+    def _one_part_per_worker(self) -> RunConfig:
+        if self.partition.parts != self.cluster.workers:
+            raise ValueError(
+                f"partition.parts={self.partition.parts} but cluster.workers={self.cluster.workers}: "
+                "each worker owns exactly one part; set both (or use --workers K)")
+        return self
+
+
+class _DatasetOnly(_Frozen):
+    dataset: DatasetConfig
+
+
+def parse_dataset(raw: Mapping[str, Any]) -> DatasetConfig:
+    """Validate one ``dataset:`` section (a mapping with ``source``) into its model."""
+    try:
+        return _DatasetOnly.model_validate({"dataset": dict(raw)}).dataset
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, "<dataset>", _DatasetOnly)) from None
+
+
+DATA_ENV = "GNNTRAIN_DATA"
+
 
 def data_root() -> Path:
-    """Where real datasets live: ``$GNNTRAIN_DATA``, else ``../shared/datasets``."""
-    env = os.environ.get("GNNTRAIN_DATA")
+    """Where a relative ``dataset.path`` resolves: ``$GNNTRAIN_DATA``, else
+    ``$XDG_CACHE_HOME/gnntrain/datasets``, else ``~/.cache/gnntrain/datasets``."""
+    env = os.environ.get(DATA_ENV)
     if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "gnntrain" / "datasets"
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
+def _members(field: FieldInfo) -> dict[str, type[BaseModel]]:
+    """For a field holding a union discriminated on a key: tag -> member model; else {}."""
+    key = field.discriminator
+    if not isinstance(key, str):
+        return {}
+    return {m.model_fields[key].default: m for m in get_args(field.annotation)}
+
+
+def _walk(loc: tuple[int | str, ...],
+          root: type[BaseModel]) -> tuple[str, str | None, FieldInfo | None]:
+    """The field path of a pydantic error location without union tags, the tag (with its
+    key) of the union member that holds the last element if any, and the last field."""
+    node: Any = root
+    path: list[str] = []
+    tag: str | None = None  # the tag of the union member ``node`` is, if it is one
+    holder: str | None = None
+    field: FieldInfo | None = None
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        path.append(str(part))
+        i += 1
+        fields = getattr(node, "model_fields", None)
+        field = fields.get(part) if isinstance(fields, dict) and isinstance(part, str) else None
+        holder, tag = tag, None
+        if field is None:
+            node = None
+            continue
+        members = _members(field)
+        if members and i < len(loc) and loc[i] in members:
+            node, tag = members[str(loc[i])], f"{field.discriminator}={loc[i]!r}"
+            i += 1
+        else:
+            node = field.annotation
+    return ".".join(path) or "(top level)", holder, field
+
+
+def _format_errors(err: ValidationError, source: str, root: type[BaseModel] = RunConfig) -> str:
     lines = [f"invalid config {source}:"]
     for e in err.errors():
-        path = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        path, tag, field = _walk(tuple(e["loc"]), root)
         if e["type"] == "extra_forbidden":
-            lines.append(f"  {path}: unknown key (value {e.get('input')!r}); check the spelling")
+            if tag is not None:
+                owner = path.rsplit(".", 1)[0]
+                lines.append(f"  {path}: not a setting of {owner}.{tag} (value {e.get('input')!r}); "
+                             "check the spelling or the source's settings in its loader module")
+            else:
+                lines.append(f"  {path}: unknown key (value {e.get('input')!r}); check the spelling")
+        elif e["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            key = field.discriminator if field is not None else "source"
+            got = (e.get("ctx") or {}).get("tag")
+            seen = "missing" if got is None else f"got {got!r}"
+            tags = ", ".join(_members(field)) if field is not None else ""
+            lines.append(f"  {path}.{key}: {seen}; expected one of {tags}")
+        elif e["type"] == "missing":
+            lines.append(f"  {path}: required{' for ' + tag if tag else ''}, but missing")
         elif e["type"] == "value_error":  # our validators already name field and value
             msg = e["msg"].removeprefix("Value error, ")
             lines.append(f"  {path}: {msg}")
@@ -308,6 +419,9 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     parts = key.strip().split(".")
     node: Any = RunConfig
     target = raw
+    where = ""  # names the union member whose keys apply, when the section is one
+    members: dict[str, type[BaseModel]] = {}
+    tag_key = ""
     for i, part in enumerate(parts):
         if node is dict:  # inside a free-form mapping (model.options, task.options): any key
             if i == len(parts) - 1:
@@ -319,20 +433,41 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
         if fields is None or part not in fields:
             known = ", ".join(sorted(fields)) if fields else "(none: not a section)"
             raise ConfigError(
-                f"--set {key}: no such key {'.'.join(parts[:i + 1])!r}; known keys here: {known}")
+                f"--set {key}: no such key {'.'.join(parts[:i + 1])!r}; known keys here{where}: {known}")
         if i == len(parts) - 1:
             target[part] = yaml.safe_load(value)
+            if where and part == tag_key and target[part] in members:
+                # switching the source: keep the keys the new source has, drop the old one's
+                keep = members[target[part]].model_fields
+                for k in [k for k in target if k not in keep]:
+                    del target[k]
         else:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
                 raise ConfigError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a section")
-            ann = fields[part].annotation
-            node = dict if typing.get_origin(ann) is dict else ann
+            members = _members(fields[part])
+            if members:  # a union section: its keys are those of the member the raw tag names
+                tag_key = str(fields[part].discriminator)
+                tag = target.get(tag_key)
+                if tag not in members and parts[i + 1] != tag_key:
+                    raise ConfigError(
+                        f"--set {key}: {'.'.join(parts[:i + 1])}.{tag_key}={tag!r} names none of "
+                        f"{sorted(members)}; set it first")
+                node = members.get(str(tag), next(iter(members.values())))
+                where = f" (for {'.'.join(parts[:i + 1])}.{tag_key}={tag!r})"
+            else:
+                ann = fields[part].annotation
+                node, where = (dict if typing.get_origin(ann) is dict else ann), ""
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None,
                 *, raw: dict[str, Any] | None = None) -> RunConfig:
-    """Read a YAML config (or a dict), apply ``KEY=VALUE`` overrides and validate."""
+    """Read a YAML config (or a dict), apply ``KEY=VALUE`` overrides and validate.
+
+    An override of ``dataset.X`` must name a key of the model that the section's
+    ``source`` selects; ``dataset.source=S`` switches the model and drops the keys the
+    new source does not have (the shared ones, such as ``name``, stay).
+    """
     if raw is None:
         if path is None:
             raise ConfigError("load_config: give a path or raw=")

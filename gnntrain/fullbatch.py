@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from gnntrain.config import RunConfig
-from gnntrain.data.graph import Graph
 from gnntrain.engine import make_optimizer
 from gnntrain.models import build_model
+from partition.graph import Graph
 from samplers import Block
 
 

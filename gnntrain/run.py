@@ -54,12 +54,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunDir | None]:
     if args.resume is not None:
         run = RunDir.open(args.resume)
         return load_config(raw=run.read_config_raw(), overrides=overrides), run
-    cfg = load_config(args.config or DEFAULT_CONFIG, overrides)
-    if cfg.partition.parts != cfg.cluster.workers and not args.single_process:
-        raise ConfigError(
-            f"partition.parts={cfg.partition.parts} but cluster.workers={cfg.cluster.workers}: "
-            "each worker owns exactly one part; set both (or use --workers K)")
-    return cfg, None
+    return load_config(args.config or DEFAULT_CONFIG, overrides), None
 
 
 def main(argv: list[str] | None = None) -> int:

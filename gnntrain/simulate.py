@@ -25,7 +25,6 @@ from rich.console import Console
 from rich.table import Table
 
 from gnntrain.config import ConfigError, RunConfig, load_config
-from gnntrain.data.graph import Graph
 from gnntrain.engine import EpochStats, steps_per_epoch
 from gnntrain.models import needs_degrees
 from gnntrain.report import fmt_bytes
@@ -33,6 +32,7 @@ from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.runtime.worker import Worker
 from gnntrain.tasks import build_task
+from partition.graph import Graph
 
 
 def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:

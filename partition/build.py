@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gnntrain.data.graph import Graph
 from partition import _kernels
+from partition.book import PartitionBook
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.format import (
@@ -31,11 +31,12 @@ from partition.format import (
     meta_digest,
     write_npy,
 )
+from partition.graph import Graph
 from partition.methods import assign_parts, check_request
 from partition.steps import StepRecorder
 from partition.store import PartitionSet, open_partition_set, settings_of
 
-__all__ = ["Renumbering", "build_partition_set", "renumber", "set_key", "set_path"]
+__all__ = ["Renumbering", "build_partition_set", "set_key", "set_path"]
 
 
 def set_key(graph_hash: str, cfg: PartitionConfig) -> str:
@@ -66,18 +67,16 @@ def _may_exist(root: Path, graph: Graph, cfg: PartitionConfig) -> bool:
 
 
 class Renumbering:
-    """Nodes sorted by part: ``perm[new] = orig``, ``new_of[orig] = new``, ``offsets[k + 1]``."""
+    """Nodes sorted by part: ``perm[new] = orig``, ``new_of[orig] = new``, and the
+    partition book of the new numbering (``book.offsets``: ``k + 1`` ints)."""
 
     def __init__(self, parts: np.ndarray, k: int) -> None:
         self.perm = np.argsort(parts, kind="stable").astype(np.int64)
         self.new_of = np.empty_like(self.perm)
         self.new_of[self.perm] = np.arange(self.perm.shape[0], dtype=np.int64)
-        self.offsets = np.zeros(k + 1, dtype=np.int64)
-        np.cumsum(np.bincount(parts, minlength=k), out=self.offsets[1:])
-
-
-def renumber(parts: np.ndarray, k: int) -> Renumbering:
-    return Renumbering(parts, k)
+        offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(parts, minlength=k), out=offsets[1:])
+        self.book = PartitionBook(offsets)
 
 
 def _make_tmp(root: Path, name: str) -> Path:
@@ -93,7 +92,7 @@ def _make_tmp(root: Path, name: str) -> Path:
 def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, np.ndarray],
                  mark: np.ndarray) -> tuple[dict[str, np.ndarray], PartCounts]:
     """Every array of part ``p`` (see :mod:`partition.format`) and its counts."""
-    s, t = int(ren.offsets[p]), int(ren.offsets[p + 1])
+    s, t = ren.book.part_range(p)
     owned = ren.perm[s:t]
     deg = graph.indptr[owned + 1] - graph.indptr[owned]
     indptr = np.zeros(t - s + 1, dtype=np.int64)
@@ -107,7 +106,7 @@ def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, n
     arrays: dict[str, np.ndarray] = {
         "indptr": indptr, "indices": indices, "x": graph.x[owned], "y": graph.y[owned],
         "orig_ids": owned, "halo_ids": halo,
-        "halo_offsets": np.searchsorted(halo, ren.offsets).astype(np.int64),
+        "halo_offsets": ren.book.split_sorted(halo),
     }
     counts = {}
     for split, ids in new_splits.items():
@@ -140,7 +139,7 @@ class _Writer:
 def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
                rec: StepRecorder, key: str) -> None:
     with rec("renumber"):
-        ren = renumber(parts, cfg.parts)
+        ren = Renumbering(parts, cfg.parts)
         new_splits = {s: np.sort(ren.new_of[graph.split_idx(s)]) for s in ("train", "val", "test")}
     with rec("write"), ThreadPoolExecutor(1, thread_name_prefix="partition-writer") as pool:
         w = _Writer(pool)
@@ -163,7 +162,7 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
         format_version=FORMAT_VERSION, key=key, graph_name=graph.name, graph_hash=graph.content_hash(),
         method=cfg.method, settings=settings_of(cfg), num_parts=cfg.parts, num_nodes=graph.num_nodes,
         num_edges=graph.num_edges, num_features=graph.num_features, num_classes=graph.num_classes,
-        feature_dtype=graph.x.dtype.name, offsets=ren.offsets.tolist(), parts=counts,
+        feature_dtype=graph.x.dtype.name, offsets=ren.book.offsets.tolist(), parts=counts,
         edge_cut=cut, edge_cut_fraction=cut / max(graph.num_edges, 1), files=dict(sorted(w.files.items())),
         steps=rec.steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         library={"numpy": np.__version__, "format": str(FORMAT_VERSION)})

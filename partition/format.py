@@ -28,7 +28,10 @@ place, so an interrupted run never leaves a half set under the final name. ``N``
 
 Renumbering: nodes are sorted by part (stable, so original order is kept inside a part);
 part ``p`` owns the contiguous new ids ``[offsets[p], offsets[p + 1])`` and the partition
-book is just ``offsets``: ``owner(v) = searchsorted(offsets, v, side='right') - 1``. The
+book (:class:`~partition.book.PartitionBook`) is just ``offsets``:
+``owner(v) = searchsorted(offsets, v, side='right') - 1``. A loaded part checks that its
+``halo_offsets`` equal the book's grouping of its ``halo_ids``, and layer-wise evaluation
+sends one request per owner straight from them. The
 stored CSR is the graph's own in-neighbour CSR (a directed graph stays directed; METIS
 saw the symmetrised copy), self-loops and isolated nodes included.
 

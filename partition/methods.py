@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnntrain.data.graph import Graph
 from partition import _kernels
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
+from partition.graph import Graph
 from partition.steps import StepRecorder
 
 __all__ = ["SymmetricCSR", "allowed_loads", "assign_parts", "check_request", "random_parts",

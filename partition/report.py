@@ -33,8 +33,8 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict
 
-from gnntrain.data.graph import Graph
 from partition.errors import PartitionError
+from partition.graph import Graph
 from partition.methods import random_parts
 from partition.steps import StepStat
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from partition.book import PartitionBook
 from partition.config import PartitionConfig
 from partition.errors import PartitionChecksumError, PartitionError, PartitionFormatError
 from partition.format import (
@@ -26,6 +27,7 @@ from partition.format import (
     meta_digest,
     read_npy,
 )
+from partition.graph import Graph
 
 __all__ = ["Part", "PartitionSet", "open_partition_set", "settings_of"]
 
@@ -40,13 +42,15 @@ def settings_of(cfg: PartitionConfig) -> dict[str, Any]:
 class Part:
     """One part, as a worker sees it. All ids are in the NEW global numbering.
 
+    ``book`` is the set's partition book; this part owns ``book.part_range(part_id)``.
     Row ``r`` of ``indptr``/``indices`` is node ``start + r``; ``indices`` are in-neighbour
     ids (owned or remote). ``halo_ids`` are the distinct remote in-neighbours, sorted, and
-    ``halo_ids[halo_offsets[q]:halo_offsets[q + 1]]`` are the ones owned by part ``q``.
+    ``halo_ids[halo_offsets[q]:halo_offsets[q + 1]]`` are the ones owned by part ``q``
+    (``halo_offsets`` equals ``book.split_sorted(halo_ids)``; checked on construction).
     """
 
     part_id: int
-    offsets: np.ndarray
+    book: PartitionBook
     indptr: np.ndarray
     indices: np.ndarray
     x: np.ndarray
@@ -58,13 +62,34 @@ class Part:
     halo_ids: np.ndarray
     halo_offsets: np.ndarray
 
+    def __post_init__(self) -> None:
+        self.book.part_range(self.part_id)  # raises for a part the book does not have
+        n = self.num_owned
+        if self.indptr.shape != (n + 1,):
+            raise PartitionFormatError(f"part {self.part_id}: indptr has shape {self.indptr.shape}, "
+                                       f"the book gives it {n} nodes (expected ({n + 1},))")
+        if not np.array_equal(self.halo_offsets, self.book.split_sorted(self.halo_ids)):
+            raise PartitionFormatError(
+                f"part {self.part_id}: halo_offsets {np.asarray(self.halo_offsets).tolist()[:8]} do not "
+                "group halo_ids by owner under the partition book; rebuild the set")
+
+    @classmethod
+    def whole_graph(cls, graph: Graph) -> Part:
+        """The whole graph as the only part: owns every node, no halo (single process)."""
+        n = graph.num_nodes
+        return cls(part_id=0, book=PartitionBook.single(n), indptr=graph.indptr,
+                   indices=graph.indices, x=graph.x, y=graph.y, train_idx=graph.train_idx,
+                   val_idx=graph.val_idx, test_idx=graph.test_idx,
+                   orig_ids=np.arange(n, dtype=np.int64), halo_ids=np.empty(0, np.int64),
+                   halo_offsets=np.zeros(2, dtype=np.int64))
+
     @property
     def start(self) -> int:
-        return int(self.offsets[self.part_id])
+        return int(self.book.offsets[self.part_id])
 
     @property
     def stop(self) -> int:
-        return int(self.offsets[self.part_id + 1])
+        return int(self.book.offsets[self.part_id + 1])
 
     @property
     def num_owned(self) -> int:
@@ -74,14 +99,21 @@ class Part:
         """Remote in-neighbours owned by part ``q``."""
         return self.halo_ids[self.halo_offsets[q]:self.halo_offsets[q + 1]]
 
+    def halo_by_owner(self) -> dict[int, slice]:
+        """Positions in ``halo_ids`` of each other part's nodes (non-empty groups only),
+        read from the stored ``halo_offsets``: one request per owner, no re-grouping."""
+        b = self.halo_offsets
+        return {q: slice(int(b[q]), int(b[q + 1])) for q in range(self.book.num_parts)
+                if b[q + 1] > b[q]}
+
 
 class PartitionSet:
-    """A partition set on disk: the partition book plus lazy access to every part."""
+    """A partition set on disk: the partition book (``book``) plus lazy access to every part."""
 
     def __init__(self, path: Path, meta: PartitionMeta) -> None:
         self.path = path
         self.meta = meta
-        self.offsets = np.asarray(meta.offsets, dtype=np.int64)
+        self.book = PartitionBook(meta.offsets)
         self._global: dict[str, np.ndarray] = {}
         self.reused = False  # set by build_partition_set when it returned an existing set
 
@@ -104,12 +136,6 @@ class PartitionSet:
     @property
     def num_classes(self) -> int:
         return self.meta.num_classes
-
-    def owner(self, ids: np.ndarray) -> np.ndarray:
-        """Part owning each new id (int64), by one ``searchsorted`` on the offsets."""
-        ids = np.asarray(ids, dtype=np.int64)
-        self._check_ids("ids", ids)
-        return np.searchsorted(self.offsets, ids, side="right").astype(np.int64) - 1
 
     def _check_ids(self, name: str, ids: np.ndarray) -> None:
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
@@ -139,16 +165,15 @@ class PartitionSet:
 
     def assignment(self) -> np.ndarray:
         """Part of every ORIGINAL node id (int64 ``[N]``), as :func:`assign_parts` returned it."""
-        return self.owner(np.asarray(self._set_array("new_ids.npy")))
+        return self.book.owner(np.asarray(self._set_array("new_ids.npy")))
 
     def load_part(self, p: int, *, mmap: bool = True, verify: bool = True) -> Part:
         """Load part ``p`` alone; ``verify`` checks each file's SHA-256 against meta.json first."""
-        if not isinstance(p, int | np.integer) or not 0 <= int(p) < self.num_parts:
-            raise PartitionError(f"part p={p!r}: expected an int in [0, {self.num_parts})")
+        self.book.part_range(p)  # refuses a part the set does not have
         p = int(p)
         arrays = {name[:-4]: read_npy(self.path, f"part-{p}/{name}", self.meta.files[f"part-{p}/{name}"],
                                       mmap=mmap, verify=verify) for name in PART_FILES}
-        return Part(part_id=p, offsets=self.offsets, **arrays)
+        return Part(part_id=p, book=self.book, **arrays)
 
     def check_files(self, *, verify: bool = False) -> None:
         """Check that every file of the set is present with its recorded size (and checksum)."""

@@ -2,30 +2,39 @@
 
 Data path: a :class:`GraphSource` (``CSRSource`` over a whole graph or one partition)
 -> :class:`NeighborSampler` -> :class:`SampledBatch` (structure) -> :func:`prepare`
--> :class:`PreparedBatch` (features + labels). Imports numpy, numba and torch only.
+-> :class:`PreparedBatch` (features + labels). Imports ``partition`` (the canonical
+graph), numpy, numba and torch only, never ``gnntrain``. Importing the package loads
+numpy and pydantic only (the configs and the interfaces); the kernels (numba), the
+batch types (torch) and the caches load on first use.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from samplers.base import GraphSource, Neighbors, SamplerError
-from samplers.batch import Block, PreparedBatch, PygAdj, SampledBatch, prepare, to_pyg
-from samplers.cache import (
-    AccessCounts,
-    CachedSource,
-    CacheStats,
-    FeatureCache,
-    FIFOCache,
-    LRUCache,
-    StaticCache,
-    build_cache,
-    count_accesses,
-    degree_cache_ids,
-    oracle_hit_rate,
-    out_degrees,
-    presample_ids,
-    resolve_capacity,
-)
 from samplers.config import CacheConfig, SamplerConfig
-from samplers.local import CSRSource
-from samplers.neighbor import NeighborSampler
+
+if TYPE_CHECKING:
+    from samplers.batch import Block, PreparedBatch, PygAdj, SampledBatch, prepare, to_pyg
+    from samplers.cache import (
+        AccessCounts,
+        CachedSource,
+        CacheStats,
+        FeatureCache,
+        FIFOCache,
+        LRUCache,
+        StaticCache,
+        build_cache,
+        count_accesses,
+        degree_cache_ids,
+        oracle_hit_rate,
+        out_degrees,
+        presample_ids,
+        resolve_capacity,
+    )
+    from samplers.local import CSRSource
+    from samplers.neighbor import NeighborSampler
 
 __all__ = [
     "AccessCounts", "Block", "CSRSource", "CacheConfig", "CacheStats", "CachedSource",
@@ -34,3 +43,22 @@ __all__ = [
     "build_cache", "count_accesses", "degree_cache_ids", "oracle_hit_rate", "out_degrees", "presample_ids",
     "prepare", "resolve_capacity", "to_pyg",
 ]
+
+_LAZY = {
+    **dict.fromkeys(("Block", "PreparedBatch", "PygAdj", "SampledBatch", "prepare", "to_pyg"),
+                    "samplers.batch"),
+    **dict.fromkeys(("AccessCounts", "CachedSource", "CacheStats", "FeatureCache", "FIFOCache",
+                     "LRUCache", "StaticCache", "build_cache", "count_accesses", "degree_cache_ids",
+                     "oracle_hit_rate", "out_degrees", "presample_ids", "resolve_capacity"),
+                    "samplers.cache"),
+    "CSRSource": "samplers.local",
+    "NeighborSampler": "samplers.neighbor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'samplers' has no attribute {name!r}")

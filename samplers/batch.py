@@ -56,10 +56,6 @@ class Block:
         """``(num_src, num_dst)``: the ``size`` argument of a PyG bipartite layer call."""
         return (self.num_src, self.num_dst)
 
-    def to_pyg_edge_index(self) -> torch.Tensor:
-        """The PyG ``edge_index`` of this layer: use it with ``size=block.size``."""
-        return self.edge_index
-
     def adj_t(self, values: torch.Tensor) -> torch.Tensor:
         """The block as a sparse CSR ``[num_dst, num_src]`` matrix (PyG's ``adj_t``) holding
         ``values[e]`` for edge ``e``; needs :attr:`indptr`."""
@@ -168,7 +164,7 @@ def to_pyg(batch: SampledBatch | PreparedBatch) -> list[PygAdj]:
     """Per-layer PyG inputs, input layer first (the layout of PyG's classic
     ``NeighborSampler`` adjs): ``for adj, conv in zip(to_pyg(b), convs):
     x = conv((x, x[:adj.size[1]]), adj.edge_index, size=adj.size)``."""
-    return [PygAdj(b.to_pyg_edge_index(), b.size) for b in batch.blocks]
+    return [PygAdj(b.edge_index, b.size) for b in batch.blocks]
 
 
 def csr_adjacency(indptr: torch.Tensor, edge_index: torch.Tensor, values: torch.Tensor,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnntrain.data.graph import Graph
+from partition.graph import Graph
 from samplers import _kernels as K
 from samplers.base import GraphSource, Neighbors, SamplerError
 

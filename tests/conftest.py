@@ -10,14 +10,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnntrain.data.graph import Graph, csr_from_edges
+from partition.graph import Graph, csr_from_edges
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def real_data_root() -> Path:
+    """``$GNNTRAIN_DATA``, else the shared dataset store beside the checkout. The fallback
+    is the test suite's alone: the library defaults to ``~/.cache/gnntrain/datasets``."""
     env = os.environ.get("GNNTRAIN_DATA")
     return Path(env) if env else REPO.parent / "shared" / "datasets"
+
+
+# Relative dataset paths in the shipped configs resolve here, in this process and in the
+# Ray workers and CLI subprocesses the tests start (they inherit the environment).
+os.environ.setdefault("GNNTRAIN_DATA", str(real_data_root()))
 
 
 @pytest.fixture(scope="session")

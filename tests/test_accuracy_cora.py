@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 
 from gnntrain.config import RunConfig, load_config
-from gnntrain.data.graph import Graph
 from gnntrain.fullbatch import full_batch_train
 from gnntrain.runtime.coordinator import run_training
+from partition.graph import Graph
 
 SEEDS = (0, 1, 2)
 QUIET = Console(file=open("/dev/null", "w"))  # noqa: SIM115 - lives for the session

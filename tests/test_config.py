@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from gnntrain.config import ConfigError, DatasetConfig, RunConfig, load_config
+from gnntrain.config import (
+    ConfigError,
+    CsvDataset,
+    NpzDataset,
+    PlanetoidDataset,
+    RunConfig,
+    SyntheticConfig,
+    SyntheticDataset,
+    load_config,
+    parse_dataset,
+)
 from gnntrain.data import load_dataset
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
@@ -119,18 +129,23 @@ def test_layers_must_match_fanouts() -> None:
 
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"source": "csv"}, r"source='csv' needs 'path' \(or 'edges' for csv\)"),
+    ({"source": "csv"}, r"dataset: source='csv' needs 'path' \(or 'edges'\)"),
+    ({"source": "npz"}, r"dataset\.path: required for source='npz', but missing"),
+    ({"source": "parquet", "path": "a"}, r"dataset\.source: got 'parquet'; expected one of "
+                                         r"planetoid, npz, heterophilous, ogb, csv, synthetic"),
+    ({}, r"dataset\.source: missing; expected one of planetoid"),
     ({"source": "npz", "path": "a.npz", "train_frac": 0.7, "val_frac": 0.4},
      r"train_frac=0\.7 \+ val_frac=0\.4 = 1\.1 > 1"),
     ({"source": "synthetic", "train_frac": 0.5},
-     r"\['train_frac'\] do not apply to source='synthetic'.*dataset\.synthetic"),
-    ({"source": "synthetic", "undirected": False}, r"undirected=False.*not supported"),
+     r"dataset\.train_frac: not a setting of dataset\.source='synthetic' \(value 0\.5\)"),
+    ({"source": "synthetic", "undirected": False},
+     r"dataset\.undirected: not a setting of dataset\.source='synthetic'"),
     ({"source": "synthetic", "normalize_features": "row"},
-     r"\['normalize_features'\] do not apply to source='synthetic'"),
+     r"dataset\.normalize_features: not a setting of dataset\.source='synthetic'"),
     ({"source": "npz", "path": "a.npz", "synthetic": {"nodes": 100}},
-     r"'synthetic' settings only apply to source='synthetic'"),
+     r"dataset\.synthetic: not a setting of dataset\.source='npz'"),
     ({"source": "npz", "path": "a.npz", "label_column": "y"},
-     r"\['label_column'\] only apply to source='csv'"),
+     r"dataset\.label_column: not a setting of dataset\.source='npz' \(value 'y'\)"),
     ({"source": "heterophilous", "path": "a.npz", "undirected": False},
      r"undirected must stay true"),
     ({"source": "npz", "path": "a.npz", "split": "time"},
@@ -147,6 +162,83 @@ def test_dataset_section_consistency(kw: dict[str, Any], msg: str) -> None:
 
 
 def test_dataset_config_defaults_are_the_documented_ones() -> None:
-    d = DatasetConfig(name="x", source="synthetic")
+    d = parse_dataset({"name": "x", "source": "npz", "path": "a.npz"})
+    assert isinstance(d, NpzDataset)
     assert (d.undirected, d.dedup, d.self_loops, d.split) == (True, True, "keep", 0)
     assert RunConfig(dataset=d, sampler={"fanouts": [5]}, model={"layers": 1}).dataset is d
+    s = parse_dataset({"name": "x", "source": "synthetic"})
+    assert isinstance(s, SyntheticDataset) and s.synthetic == SyntheticConfig()
+
+
+def test_set_on_a_dataset_key_resolves_the_source_model() -> None:
+    """``--set dataset.X`` walks the model the raw ``source`` names, not a union of all."""
+    cfg = load_config(DATASETS / "cora.yaml", overrides=["dataset.planetoid_name=CiteSeer",
+                                                         "dataset.split=random"])
+    assert isinstance(cfg.dataset, PlanetoidDataset)
+    assert (cfg.dataset.planetoid_name, cfg.dataset.split) == ("CiteSeer", "random")
+    with pytest.raises(ConfigError, match=r"no such key 'dataset\.delimiter'; known keys here "
+                                          r"\(for dataset\.source='planetoid'\): .*planetoid_name"):
+        load_config(DATASETS / "cora.yaml", overrides=["dataset.delimiter=;"])
+    switched = load_config(DATASETS / "synthetic-tiny.yaml",
+                           overrides=["dataset.source=csv", "dataset.edges=e.csv",
+                                      "dataset.delimiter=;"])
+    assert isinstance(switched.dataset, CsvDataset) and switched.dataset.delimiter == ";"
+    assert switched.dataset.name == "synthetic-tiny"  # a shared key survives the switch
+
+
+def test_dumped_config_has_only_the_sources_own_keys() -> None:
+    cora = load_config(DATASETS / "cora.yaml").model_dump(mode="json")["dataset"]
+    assert "synthetic" not in cora and "delimiter" not in cora and cora["path"] == "planetoid"
+    tiny = load_config(DATASETS / "synthetic-tiny.yaml").model_dump(mode="json")["dataset"]
+    assert set(tiny) == {"name", "source", "synthetic"}
+
+
+def test_parts_must_equal_workers() -> None:
+    with pytest.raises(ConfigError, match=r"partition\.parts=2 but cluster\.workers=3: each worker "
+                                          r"owns exactly one part"):
+        load_config(DATASETS / "synthetic-tiny.yaml", overrides=["cluster.workers=3"])
+    cfg = load_config(DATASETS / "synthetic-tiny.yaml",
+                      overrides=["cluster.workers=3", "partition.parts=3"])
+    assert cfg.partition.parts == cfg.cluster.workers == 3
+
+
+def test_run_cli_resolves_workers_into_both_and_single_process_defaults() -> None:
+    from gnntrain.run import parse_args, resolve_config
+
+    cfg, _ = resolve_config(parse_args(["--config", str(DATASETS / "cora.yaml"), "--workers", "3"]))
+    assert (cfg.partition.parts, cfg.cluster.workers) == (3, 3)
+    cfg, _ = resolve_config(parse_args(["--single-process"]))  # the default config
+    assert cfg.dataset.name == "synthetic-tiny"
+    with pytest.raises(ConfigError, match=r"partition\.parts=3 but cluster\.workers=2"):
+        resolve_config(parse_args(["--single-process", "--set", "partition.parts=3"]))
+
+
+def test_data_root_env_then_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gnntrain.config import data_root
+
+    monkeypatch.setenv("GNNTRAIN_DATA", str(tmp_path / "d"))
+    assert data_root() == tmp_path / "d"
+    monkeypatch.delenv("GNNTRAIN_DATA")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert data_root() == tmp_path / "xdg" / "gnntrain" / "datasets"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert data_root() == tmp_path / "home" / ".cache" / "gnntrain" / "datasets"
+    assert "shared" not in str(data_root())  # nothing beside the checkout
+
+
+def test_missing_relative_path_names_resolved_path_and_env(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    from gnntrain.data import DataError
+
+    ds = parse_dataset({"name": "t", "source": "npz", "path": "het/t.npz"})
+    monkeypatch.delenv("GNNTRAIN_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    want = tmp_path / "xdg" / "gnntrain" / "datasets" / "het" / "t.npz"
+    with pytest.raises(DataError, match=rf"dataset\.path='het/t\.npz' resolves to {want}, which does "
+                                        r"not exist \(\$GNNTRAIN_DATA is unset.*set GNNTRAIN_DATA"):
+        load_dataset(ds)
+    monkeypatch.setenv("GNNTRAIN_DATA", str(tmp_path))
+    with pytest.raises(DataError, match=rf"resolves to {tmp_path}/het/t\.npz, which does not exist "
+                                        rf"\(\$GNNTRAIN_DATA={tmp_path}\)"):
+        load_dataset(ds)

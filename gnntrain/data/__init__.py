@@ -5,7 +5,8 @@ heterophilous-graphs, OGB folders, edge-list CSV, the synthetic generator);
 ``from_pyg`` / ``from_dgl`` convert in-memory graphs; ``generate`` makes a synthetic
 graph directly; ``GraphSummary.of(graph)`` gives the figures a user checks first.
 Loader errors are :class:`DataError`; contract violations of a built graph are
-:class:`GraphError`. Both are ``ValueError``s.
+:class:`GraphError`. Both are ``ValueError``s. ``Graph``, ``GraphError`` and
+``csr_from_edges`` live in :mod:`partition.graph` (the bottom layer) and are re-exported here.
 
 Only numpy is imported eagerly; the loaders (and torch, for Planetoid) load on first use.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gnntrain.data.errors import DataError
-from gnntrain.data.graph import Graph, GraphError, csr_from_edges
+from partition.graph import Graph, GraphError, csr_from_edges
 
 if TYPE_CHECKING:
     from gnntrain.data.build import BuildOptions

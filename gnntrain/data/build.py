@@ -28,17 +28,17 @@ import numpy as np
 
 from gnntrain.data.errors import DataError
 from gnntrain.data.features import fallback_features
-from gnntrain.data.graph import Graph, GraphError, csr_from_edges, unique_sorted
+from partition.graph import Graph, GraphError, csr_from_edges, unique_sorted
 
 if TYPE_CHECKING:
-    from gnntrain.config import DatasetConfig
+    from gnntrain.config import LoadedDataset
 
 SPLITS = ("train", "val", "test")
 
 
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
-    """Load-time cleaning and split options (the matching fields of ``DatasetConfig``)."""
+    """Load-time cleaning and split options (the fields of ``gnntrain.config.LoadedDataset``)."""
 
     undirected: bool = False
     dedup: bool = True
@@ -52,7 +52,7 @@ class BuildOptions:
     fallback_dim: int = 32
 
     @classmethod
-    def from_config(cls, cfg: DatasetConfig) -> BuildOptions:
+    def from_config(cls, cfg: LoadedDataset) -> BuildOptions:
         return cls(undirected=cfg.undirected, dedup=cfg.dedup, self_loops=cfg.self_loops,
                    split=cfg.split, train_frac=cfg.train_frac, val_frac=cfg.val_frac,
                    split_seed=cfg.split_seed, num_classes=cfg.num_classes,

@@ -19,7 +19,7 @@ import numpy as np
 
 from gnntrain.data.build import BuildOptions, RawGraph, build_graph, masks_to_splits
 from gnntrain.data.errors import DataError
-from gnntrain.data.graph import Graph
+from partition.graph import Graph
 
 __all__ = ["from_dgl", "from_pyg", "raw_from_pyg", "to_pyg"]
 

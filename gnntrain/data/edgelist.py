@@ -31,8 +31,8 @@ import numpy as np
 
 from gnntrain.data.build import RawGraph
 from gnntrain.data.errors import DataError, require_file
-from gnntrain.data.graph import unique_sorted
 from gnntrain.data.textio import column_index, read_rows, read_table
+from partition.graph import unique_sorted
 
 EDGES_LAYOUT = "a text file with one 'src,dst' (or tab/space separated) edge per line"
 

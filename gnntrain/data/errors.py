@@ -3,7 +3,7 @@
 :class:`DataError` is raised for anything wrong with a dataset on disk or in memory: a
 missing file (the message names the path and the layout expected there), a file that
 does not parse (path, line and what was found), or arrays that break the contract of
-:class:`~gnntrain.data.graph.Graph` (which field, the value seen and what is allowed).
+:class:`~partition.graph.Graph` (which field, the value seen and what is allowed).
 It is a ``ValueError``, so callers that treat bad user input alike need no new clause.
 """
 

@@ -1,29 +1,57 @@
-"""``load_dataset``: one :class:`DatasetConfig` in, one validated :class:`Graph` out.
+"""``load_dataset``: one dataset config in, one validated :class:`Graph` out.
 
 Dispatch on ``cfg.source``; each reader lives in the module named for its format
 (``planetoid``, ``npz``, ``ogb``, ``edgelist``, ``synthetic``) and returns a
 :class:`~gnntrain.data.build.RawGraph`, which :func:`~gnntrain.data.build.build_graph`
 cleans (``undirected``, ``dedup``, ``self_loops``), splits and validates. Relative
 paths resolve against :func:`gnntrain.config.data_root` (``$GNNTRAIN_DATA``, else
-``../shared/datasets`` beside the checkout); absolute paths are used as they are.
+``~/.cache/gnntrain/datasets``) and must exist there; absolute paths are used as they are.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from gnntrain.config import DatasetConfig, data_root
+from gnntrain.config import (
+    DATA_ENV,
+    CsvDataset,
+    DatasetConfig,
+    HeterophilousDataset,
+    LoadedDataset,
+    NpzDataset,
+    OgbDataset,
+    PlanetoidDataset,
+    data_root,
+)
 from gnntrain.data.build import BuildOptions, RawGraph, build_graph
 from gnntrain.data.errors import DataError
-from gnntrain.data.graph import Graph, normalize_rows
+from gnntrain.data.features import normalize_rows
+from partition.graph import Graph
 
 __all__ = ["load_dataset", "resolve_path"]
 
 
-def resolve_path(path: str | Path, root: Path | None = None) -> Path:
-    """``path`` itself if absolute (``~`` expanded), else ``root`` (default: data root) / path."""
+def resolve_path(path: str | Path, root: Path | None = None, *, field: str = "dataset.path") -> Path:
+    """``path`` itself if absolute (``~`` expanded), else ``root`` (default: data root) / path.
+
+    A relative path that does not exist under the root fails here, naming the resolved
+    path and where the root came from, so a job that runs elsewhere (a Ray cluster, a
+    fresh machine) says how to point it at its data.
+    """
     p = Path(path).expanduser()
-    return p if p.is_absolute() else (root or data_root()) / p
+    if p.is_absolute():
+        return p
+    base = root or data_root()
+    full = base / p
+    if root is None and not full.exists():
+        env = os.environ.get(DATA_ENV)
+        how = (f"${DATA_ENV}={env}" if env else
+               f"${DATA_ENV} is unset, so the default data root {base} is used")
+        raise DataError(f"{field}={str(path)!r} resolves to {full}, which does not exist "
+                        f"({how}); set {DATA_ENV} to the folder holding the datasets or give "
+                        "an absolute path")
+    return full
 
 
 def load_dataset(cfg: DatasetConfig) -> Graph:
@@ -43,31 +71,32 @@ def load_dataset(cfg: DatasetConfig) -> Graph:
     return normalize_rows(graph) if cfg.normalize_features == "row" else graph
 
 
-def _read(cfg: DatasetConfig) -> RawGraph:
-    if cfg.source == "csv":
+def _read(cfg: LoadedDataset) -> RawGraph:
+    if isinstance(cfg, CsvDataset):
         from gnntrain.data.edgelist import load_edgelist
 
         edges = cfg.edges or cfg.path
-        assert edges is not None  # DatasetConfig guarantees path or edges
+        assert edges is not None  # CsvDataset guarantees path or edges
         return load_edgelist(
-            edges=resolve_path(edges), graph_name=cfg.name,
-            labels=resolve_path(cfg.labels) if cfg.labels else None,
-            features=resolve_path(cfg.features) if cfg.features else None,
+            edges=resolve_path(edges, field="dataset.edges" if cfg.edges else "dataset.path"),
+            graph_name=cfg.name,
+            labels=resolve_path(cfg.labels, field="dataset.labels") if cfg.labels else None,
+            features=resolve_path(cfg.features, field="dataset.features") if cfg.features else None,
             delimiter=cfg.delimiter, id_column=cfg.id_column, label_column=cfg.label_column,
             num_nodes=cfg.num_nodes, relabel=cfg.relabel)
-    assert cfg.path is not None  # DatasetConfig guarantees a path for these sources
+    assert isinstance(cfg, PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset)
     path = resolve_path(cfg.path)
-    if cfg.source == "planetoid":
+    if isinstance(cfg, PlanetoidDataset):
         from gnntrain.data.planetoid import load_planetoid
 
         return load_planetoid(path, cfg.planetoid_name, graph_name=cfg.name, split=cfg.split)
-    if cfg.source in ("npz", "heterophilous"):
+    if isinstance(cfg, NpzDataset | HeterophilousDataset):
         from gnntrain.data.npz import load_npz
 
         return load_npz(path, graph_name=cfg.name, split=cfg.split,
-                        heterophilous=cfg.source == "heterophilous")
-    if cfg.source == "ogb":
+                        heterophilous=isinstance(cfg, HeterophilousDataset))
+    if isinstance(cfg, OgbDataset):
         from gnntrain.data.ogb import load_ogb
 
         return load_ogb(path, graph_name=cfg.name, split=cfg.split)
-    raise AssertionError(f"unhandled source {cfg.source!r}")  # the Literal type lists them all
+    raise AssertionError(f"unhandled source {cfg.source!r}")  # DatasetConfig lists them all

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numba
 import numpy as np
 
-from gnntrain.data.graph import Graph
+from partition.graph import Graph
 
 __all__ = ["GraphSummary"]
 

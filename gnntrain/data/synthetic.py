@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
-from gnntrain.data.graph import Graph, csr_from_edges
+from partition.graph import Graph, csr_from_edges
 
 if TYPE_CHECKING:  # only the type: importing the config models would pull in torch
     from gnntrain.config import SyntheticConfig

@@ -16,13 +16,13 @@ from rich.console import Console
 from gnntrain.checkpoint import load_latest
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
-from gnntrain.data.graph import Graph
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.driver import FitResult, fit
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
+from partition.graph import Graph
 
 
 def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir | None = None,

@@ -17,6 +17,7 @@ import numpy as np
 
 from gnntrain.runtime.codec import Encoded, decode
 from gnntrain.runtime.comm import CommCounter, payload_bytes
+from partition import PartitionBook
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
 
 
@@ -35,13 +36,9 @@ class Peers(ABC):
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]: ...
 
 
-def owners_of(offsets: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The range partition book: the part owning each id, one ``searchsorted``."""
-    return np.searchsorted(offsets, ids, side="right") - 1
-
-
 def group_by_owner(owners: np.ndarray, rank: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """Positions of locally owned ids, and positions of the others grouped by owner."""
+    """Positions of locally owned ids, and positions of the others grouped by owner
+    (``owners`` from :meth:`partition.PartitionBook.owner`)."""
     order = np.argsort(owners, kind="stable")
     sorted_owners = owners[order]
     cuts = np.flatnonzero(np.diff(sorted_owners)) + 1
@@ -68,20 +65,20 @@ class SampleStats:
 class DistGraphSource(GraphSource):
     """Owned rows sampled locally, the rest asked of their owners (one request per owner)."""
 
-    def __init__(self, local: CSRSource, offsets: np.ndarray, rank: int, peers: Peers,
+    def __init__(self, local: CSRSource, book: PartitionBook, rank: int, peers: Peers,
                  comm: CommCounter, x_local: np.ndarray) -> None:
         self.local = local
-        self.offsets = offsets
+        self.book = book
         self.rank = rank
         self.peers = peers
         self.comm = comm
-        self.num_nodes = int(offsets[-1])
+        self.num_nodes = book.num_nodes
         self.x_local = x_local
         self.stats = SampleStats()
 
     def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool, key: int) -> Neighbors:
         seeds = np.asarray(seeds, dtype=np.int64)
-        local_pos, groups = group_by_owner(owners_of(self.offsets, seeds), self.rank)
+        local_pos, groups = group_by_owner(self.book.owner(seeds), self.rank)
         self.stats.local_frontier += int(local_pos.size)
         requests = {o: seeds[pos] for o, pos in groups.items()}
         for o, ids in requests.items():
@@ -133,12 +130,12 @@ class FeatureStats:
 class DistFeatureReader:
     """Owned rows from the local table, remote rows from the cache, the rest fetched."""
 
-    def __init__(self, x_local: np.ndarray, start: int, offsets: np.ndarray, rank: int,
+    def __init__(self, x_local: np.ndarray, start: int, book: PartitionBook, rank: int,
                  peers: Peers, comm: CommCounter, degrees: np.ndarray, *,
                  cache: FeatureCache | None = None, dtype: str = "float32") -> None:
         self.x_local = x_local
         self.start = start
-        self.offsets = offsets
+        self.book = book
         self.rank = rank
         self.peers = peers
         self.comm = comm
@@ -154,7 +151,7 @@ class DistFeatureReader:
     def read(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)
-        local_pos, groups = group_by_owner(owners_of(self.offsets, ids), self.rank)
+        local_pos, groups = group_by_owner(self.book.owner(ids), self.rank)
         out[local_pos] = self.x_local[ids[local_pos] - self.start]
         remote_pos = np.concatenate(list(groups.values())) if groups else np.empty(0, np.int64)
         self.stats.rows += int(ids.size)
@@ -183,7 +180,7 @@ class DistFeatureReader:
 
     def fetch_into(self, ids: np.ndarray, positions: np.ndarray, out: np.ndarray,
                    insert: bool = True) -> None:
-        _, groups = group_by_owner(owners_of(self.offsets, ids[positions]), self.rank)
+        _, groups = group_by_owner(self.book.owner(ids[positions]), self.rank)
         requests = {o: ids[positions[p]] for o, p in groups.items()}
         for o, req in requests.items():
             self.comm.add("feature", o, payload_bytes(req, self.dtype))

@@ -17,7 +17,6 @@ import torch
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import needs_degrees
 from gnntrain.runtime.comm import payload_bytes
-from gnntrain.runtime.dist_source import group_by_owner, owners_of
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
 
@@ -55,7 +54,7 @@ class Evaluator:
         h_owned = self.hidden[layer]
         halo = np.asarray(a.part.halo_ids, dtype=np.int64)
         if halo.size:
-            _, groups = group_by_owner(owners_of(a.offsets, halo), a.rank)
+            groups = a.part.halo_by_owner()  # halo positions per owner, as stored
             requests = {o: halo[p] for o, p in groups.items()}
             for o, req in requests.items():
                 a.comm.add("feature", o, payload_bytes(req, layer))

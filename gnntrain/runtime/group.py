@@ -12,16 +12,15 @@ import os
 from abc import ABC, abstractmethod
 from typing import Any
 
-import numpy as np
 import torch
 
 from gnntrain.config import RunConfig
-from gnntrain.data.graph import Graph
 from gnntrain.engine import no_allreduce
 from gnntrain.models import ModelSpec
 from gnntrain.runtime.worker import Worker, WorkerInfo
 from gnntrain.tasks import Task
 from partition import Part
+from partition.graph import Graph
 
 
 class WorkerGroup(ABC):
@@ -59,15 +58,6 @@ class WorkerGroup(ABC):
         """Release every resource the group holds (actors, placement group, processes)."""
 
 
-def whole_graph_part(graph: Graph) -> Part:
-    """The whole graph as the only part: owns every node, no halo."""
-    n = graph.num_nodes
-    return Part(part_id=0, offsets=np.array([0, n], dtype=np.int64), indptr=graph.indptr,
-                indices=graph.indices, x=graph.x, y=graph.y, train_idx=graph.train_idx,
-                val_idx=graph.val_idx, test_idx=graph.test_idx, orig_ids=np.arange(n, dtype=np.int64),
-                halo_ids=np.empty(0, np.int64), halo_offsets=np.zeros(2, dtype=np.int64))
-
-
 class LocalGroup(WorkerGroup):
     """The single-process reference: one :class:`Worker` over the whole graph."""
 
@@ -77,7 +67,7 @@ class LocalGroup(WorkerGroup):
             # leave one core to the sampling thread: oversubscribed cores doubled the epoch
             # time on the 2-core bench machine (bench/RESULTS.md, "epoch")
             torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
-        self.worker = Worker(cfg, whole_graph_part(graph), rank=0, world=1,
+        self.worker = Worker(cfg, Part.whole_graph(graph), rank=0, world=1,
                              degrees=graph.in_degrees(), num_classes=graph.num_classes, peers=None,
                              allreduce=no_allreduce, model=model, task=task)
         self.infos = [self.worker.info]

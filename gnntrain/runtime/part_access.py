@@ -48,9 +48,9 @@ class PartAccess:
         self.rank = rank
         self.world = world
         self.device = device
-        self.offsets = np.asarray(part.offsets, dtype=np.int64)
-        self.start = int(self.offsets[rank])
-        self.num_nodes = int(self.offsets[-1])
+        self.book = part.book
+        self.start = part.start
+        self.num_nodes = self.book.num_nodes
         self.n_owned = int(part.indptr.shape[0] - 1)
         self.degrees = degrees
         self.peers = peers
@@ -58,8 +58,8 @@ class PartAccess:
         self.progress = Progress()
         self.local = CSRSource(part.indptr, part.indices, part.x, row_offset=self.start,
                                num_nodes=self.num_nodes)
-        self.source = DistGraphSource(self.local, self.offsets, rank, peers, self.comm, part.x)
-        self.reader = DistFeatureReader(part.x, self.start, self.offsets, rank, peers,
+        self.source = DistGraphSource(self.local, self.book, rank, peers, self.comm, part.x)
+        self.reader = DistFeatureReader(part.x, self.start, self.book, rank, peers,
                                         self.comm, degrees, dtype=cfg.train.feature_dtype)
         sc = cfg.sampler
         self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,

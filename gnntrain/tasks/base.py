@@ -159,7 +159,7 @@ class Task(ABC):
         """The metric state of ``split`` from the final outputs of every node this part
         owns (row ``i`` = local node ``i``), as layer-wise inference produces them."""
         ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
-        local = torch.from_numpy(ids - int(part.offsets[part.part_id]))
+        local = torch.from_numpy(ids - part.start)
         target = torch.from_numpy(self.targets(part, SeedBatch(ids)))
         return self.metric_state(outputs[local], target)
 

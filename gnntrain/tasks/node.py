@@ -67,8 +67,7 @@ class NodeClassification(Task):
         return np.asarray(getattr(part, f"{split}_idx"), dtype=np.int64)
 
     def targets(self, part: Part, batch: SeedBatch) -> np.ndarray:
-        start = int(part.offsets[part.part_id])
-        return np.asarray(part.y[batch.nodes - start], dtype=np.int64)
+        return np.asarray(part.y[batch.nodes - part.start], dtype=np.int64)
 
     def loss(self, out: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(out, target, reduction="sum", label_smoothing=self.label_smoothing)

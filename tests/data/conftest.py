@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnntrain.config import DatasetConfig
+from gnntrain.config import DatasetConfig, parse_dataset
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -34,7 +34,7 @@ def rows(arr: np.ndarray, sep: str = ",") -> str:
 def dataset(**kw: object) -> DatasetConfig:
     """A DatasetConfig with a default name, for brevity."""
     kw.setdefault("name", "t")
-    return DatasetConfig.model_validate(kw)
+    return parse_dataset(kw)
 
 
 @pytest.fixture

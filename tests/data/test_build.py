@@ -10,7 +10,7 @@ import pytest
 from gnntrain.data import Graph, GraphSummary, load_dataset
 from gnntrain.data.build import random_split
 from gnntrain.data.features import degree_features, random_projection_features
-from gnntrain.data.graph import csr_from_edges
+from partition.graph import csr_from_edges
 from tests.data.conftest import dataset, write_text
 
 EDGES = "0,1\n0,1\n1,2\n2,2\n3,0\n"  # a repeated edge and a self-loop

@@ -48,9 +48,12 @@ def test_missing_ogb_split_folder(ogb_dir: OgbFixture) -> None:
 def test_relative_path_resolves_against_data_root(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GNNTRAIN_DATA", str(tmp_path))
-    with pytest.raises(DataError, match=rf"csv edges file: {tmp_path}/snap/e\.txt does not "
-                                        r"exist; expected a text file with one 'src,dst'"):
+    with pytest.raises(DataError, match=rf"dataset\.edges='snap/e\.txt' resolves to {tmp_path}/snap/"
+                                        rf"e\.txt, which does not exist \(\$GNNTRAIN_DATA={tmp_path}\)"):
         load_dataset(dataset(source="csv", edges="snap/e.txt"))
+    write_text(tmp_path / "snap" / "e.txt", "0,1\n1,2\n")
+    g = load_dataset(dataset(source="csv", edges="snap/e.txt"))
+    assert g.num_nodes == 3
 
 
 def test_missing_csv_labels_fails_before_parsing_edges(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnntrain.data.graph import Graph, csr_from_edges
 from partition import PartitionConfig, PartitionSet, build_partition_set
+from partition.graph import Graph, csr_from_edges
 
 
 def graph_from_edges(src: np.ndarray, dst: np.ndarray, n: int, *, seed: int = 0,

@@ -11,7 +11,6 @@ import pytest
 import scipy.sparse as sp
 from rich.console import Console
 
-from gnntrain.data.graph import Graph
 from partition import (
     PartitionConfig,
     PartitionError,
@@ -21,6 +20,7 @@ from partition import (
     quality_report,
     write_report,
 )
+from partition.graph import Graph
 from tests.conftest import make_graph
 from tests.partition.conftest import directed_messy
 

@@ -12,7 +12,6 @@ import pytest
 
 import partition.build as build_mod
 import partition.format as fmt
-from gnntrain.data.graph import Graph
 from partition import (
     PartitionChecksumError,
     PartitionConfig,
@@ -22,6 +21,7 @@ from partition import (
     build_partition_set,
     open_partition_set,
 )
+from partition.graph import Graph
 from tests.conftest import make_graph
 from tests.partition.conftest import graph_from_edges
 
@@ -39,7 +39,7 @@ def _check_round_trip(g: Graph, pset: PartitionSet) -> None:
         part = pset.load_part(p)
         assert part.num_owned == part.stop - part.start == part.orig_ids.shape[0]
         assert np.array_equal(part.orig_ids, orig_of_new[part.start:part.stop])
-        assert np.all(pset.owner(np.arange(part.start, part.stop)) == p)
+        assert np.all(pset.book.owner(np.arange(part.start, part.stop)) == p)
         halo: set[int] = set()
         for r in range(part.num_owned):
             new, orig = part.start + r, int(part.orig_ids[r])
@@ -55,7 +55,7 @@ def _check_round_trip(g: Graph, pset: PartitionSet) -> None:
                 assert (new in set(getattr(part, f"{s}_idx").tolist())) == (orig in splits[s])
         assert part.halo_ids.tolist() == sorted(halo)
         for q in range(pset.num_parts):
-            assert np.all(pset.owner(part.halo_of(q)) == q)
+            assert np.all(pset.book.owner(part.halo_of(q)) == q)
         for s in ("train", "val", "test"):
             idx = getattr(part, f"{s}_idx")
             assert np.all(np.diff(idx) > 0) and np.all((idx >= part.start) & (idx < part.stop))
@@ -67,12 +67,12 @@ def _check_round_trip(g: Graph, pset: PartitionSet) -> None:
 def test_round_trip_through_the_partition_book(method: str, messy_graph: Graph, tmp_path: Path) -> None:
     pset = build_partition_set(messy_graph, PartitionConfig(method=method, parts=3), tmp_path)
     _check_round_trip(messy_graph, pset)
-    assert np.array_equal(pset.assignment(), pset.owner(pset.new_ids(np.arange(messy_graph.num_nodes))))
+    assert np.array_equal(pset.assignment(), pset.book.owner(pset.new_ids(np.arange(messy_graph.num_nodes))))
 
 
 def test_round_trip_with_one_part(messy_graph: Graph, tmp_path: Path) -> None:
     pset = build_partition_set(messy_graph, PartitionConfig(parts=1), tmp_path)
-    assert pset.offsets.tolist() == [0, messy_graph.num_nodes]
+    assert pset.book.offsets.tolist() == [0, messy_graph.num_nodes]
     _check_round_trip(messy_graph, pset)
     assert pset.load_part(0).halo_ids.size == 0
 
@@ -285,6 +285,6 @@ def test_bad_ids_and_part_numbers(four_parts: PartitionSet) -> None:
     with pytest.raises(PartitionError, match=r"part p=4: expected an int in \[0, 4\)"):
         four_parts.load_part(4)
     with pytest.raises(PartitionError, match="node id -1 is outside"):
-        four_parts.owner(np.array([0, -1]))
+        four_parts.book.owner(np.array([0, -1]))
     with pytest.raises(PartitionError, match=f"node id {four_parts.num_nodes} is outside"):
         four_parts.orig_ids(np.array([four_parts.num_nodes]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnntrain.data.graph import Graph, csr_from_edges
+from partition.graph import Graph, csr_from_edges
 from samplers import CSRSource
 from tests.conftest import make_graph
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch_geometric.nn import SAGEConv
 
-from gnntrain.data.graph import Graph
+from partition.graph import Graph
 from samplers import CSRSource, NeighborSampler, PreparedBatch, prepare, to_pyg
 
 
@@ -48,7 +48,7 @@ def test_sampled_blocks_equal_sage_on_the_sampled_subgraph(hub_graph: Graph,
     lin_l, lin_r = conv.lin_l, conv.lin_r
     assert isinstance(lin_l, torch.nn.Module) and isinstance(lin_r, torch.nn.Module)
     with torch.no_grad():
-        out = conv((x, x[:blk.num_dst]), blk.to_pyg_edge_index(), size=blk.size)
+        out = conv((x, x[:blk.num_dst]), blk.edge_index, size=blk.size)
         for i in range(2):
             nbr = blk.edge_index[0][blk.edge_index[1] == i]
             assert nbr.numel() > 0

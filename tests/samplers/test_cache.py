@@ -7,7 +7,7 @@ from collections import OrderedDict, deque
 import numpy as np
 import pytest
 
-from gnntrain.data.graph import Graph
+from partition.graph import Graph
 from samplers import (
     CachedSource,
     CSRSource,

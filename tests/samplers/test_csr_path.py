@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from gnntrain.config import ModelConfig
-from gnntrain.data.graph import Graph
 from gnntrain.models import build_model
 from gnntrain.ops import relu_dropout
+from partition.graph import Graph
 from samplers import Block, CSRSource, NeighborSampler
 
 

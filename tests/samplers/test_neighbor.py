@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnntrain.data.graph import Graph
+from partition.graph import Graph
 from samplers import CSRSource, NeighborSampler, SampledBatch
 from tests.samplers.conftest import edge_set
 

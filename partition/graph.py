@@ -9,8 +9,9 @@ Contract (checked by :meth:`Graph.validate`, which every loader calls):
 * ``x`` float32 ``[N, F]`` (finite), ``y`` int64 ``[N]`` in ``[0, num_classes)``.
 * ``train_idx`` / ``val_idx`` / ``test_idx`` are sorted, disjoint int64 node ids.
 
-This module imports numpy only, so ``partition/`` and ``samplers/`` may use it without
-pulling in the training runtime.
+It sits at the bottom of the layers (``partition`` <- ``samplers`` <- ``gnntrain``) and
+imports numpy only, so every package may use it without pulling in anything heavy.
+``csr_from_edges`` builds the CSR every loader and test graph starts from.
 """
 
 from __future__ import annotations
@@ -136,24 +137,6 @@ class Graph:
             raise GraphError("train_idx is empty: at least one training node is needed")
         return self
 
-    def summary(self) -> dict[str, object]:
-        """Figures a user checks first: sizes, degrees, split sizes, class balance."""
-        deg = self.in_degrees()
-        return {
-            "name": self.name,
-            "nodes": self.num_nodes,
-            "edges": self.num_edges,
-            "features": self.num_features,
-            "classes": self.num_classes,
-            "train": int(self.train_idx.size),
-            "val": int(self.val_idx.size),
-            "test": int(self.test_idx.size),
-            "mean_in_degree": float(deg.mean()),
-            "max_in_degree": int(deg.max()) if deg.size else 0,
-            "isolated_nodes": int(np.count_nonzero(deg == 0)),
-            "hash": self.content_hash(),
-        }
-
 
 def _check_dtype(name: str, arr: np.ndarray, dtype: type, ndim: int) -> None:
     if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
@@ -213,16 +196,3 @@ def csr_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     return indptr, indices
-
-
-def normalize_rows(graph: Graph) -> Graph:
-    """A copy of ``graph`` whose feature rows sum to 1 (rows of zeros stay zero).
-
-    PyG's ``NormalizeFeatures``; the usual preprocessing for the bag-of-words Planetoid
-    features on which published GCN/GraphSAGE accuracies are measured.
-    """
-    from dataclasses import replace
-
-    s = graph.x.sum(axis=1, keepdims=True, dtype=np.float64)
-    x = (graph.x / np.where(s == 0, 1.0, s)).astype(np.float32)
-    return replace(graph, x=x, _hash=[])

@@ -35,11 +35,12 @@ def _pct(v: Any) -> str:
 
 def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, workers: int,
                   partition: dict[str, Any] | None, cache: list[dict[str, Any]] | None,
-                  failures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The figures of a finished run, as written to ``summary.json``."""
+                  failures: list[dict[str, Any]] | None = None, metric: str = "acc") -> dict[str, Any]:
+    """The figures of a finished run, as written to ``summary.json``; ``metric`` is the
+    task's headline metric (higher is better), reported per split."""
     last = epochs[-1] if epochs else {}
-    evals = [e for e in epochs if "test_acc" in e]
-    best = max(evals, key=lambda e: e.get("val_acc", 0.0)) if evals else {}
+    evals = [e for e in epochs if f"test_{metric}" in e]
+    best = max(evals, key=lambda e: e.get(f"val_{metric}", 0.0)) if evals else {}
     n = max(1, len(epochs))
     time_split = {k: sum(e["time"][k] for e in epochs) / n for k in
                   ("sample_s", "fetch_s", "compute_s", "sync_s", "wait_s", "total_s")} if epochs else {}
@@ -53,8 +54,9 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         "workers": workers,
         "partition_method": cfg_raw.get("partition", {}).get("method"),
         "epochs": len(epochs),
-        "final": {k: last.get(k) for k in ("loss", "train_acc", "val_acc", "test_acc")},
-        "best_val": {k: best.get(k) for k in ("epoch", "val_acc", "test_acc")},
+        "metric": metric,
+        "final": {k: last.get(k) for k in ("loss", f"train_{metric}", f"val_{metric}", f"test_{metric}")},
+        "best_val": {k: best.get(k) for k in ("epoch", f"val_{metric}", f"test_{metric}")},
         "epoch_s_mean": sum(e["epoch_s"] for e in epochs) / n if epochs else None,
         "time_split_mean_s": time_split,
         "bytes_per_epoch_by_category": by_cat,
@@ -76,11 +78,12 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
               show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value")
-    fin = summary["final"]
-    t.add_row("test / val accuracy (final)", f"{_pct(fin.get('test_acc'))} / {_pct(fin.get('val_acc'))}")
+    fin, m = summary["final"], summary.get("metric", "acc")
+    t.add_row(f"test / val {m} (final)", f"{_pct(fin.get(f'test_{m}'))} / {_pct(fin.get(f'val_{m}'))}")
     bv = summary["best_val"]
     if bv.get("epoch") is not None:
-        t.add_row("best val (epoch)", f"{_pct(bv.get('val_acc'))} (epoch {bv['epoch']}, test {_pct(bv.get('test_acc'))})")
+        t.add_row("best val (epoch)", f"{_pct(bv.get(f'val_{m}'))} (epoch {bv['epoch']}, "
+                  f"test {_pct(bv.get(f'test_{m}'))})")
     t.add_row("epochs, mean epoch time", f"{summary['epochs']}, {summary['epoch_s_mean'] or 0:.2f} s")
     ts = summary["time_split_mean_s"]
     if ts:
@@ -112,25 +115,31 @@ def write_plots(run_path: Path, epochs: list[dict[str, Any]]) -> list[Path]:
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
     ax[0].plot(ep, [e["loss"] for e in epochs], marker="o")
     ax[0].set(title="training loss", xlabel="epoch")
-    for k in ("train_acc", "val_acc", "test_acc"):
+    metric_keys = sorted({k for e in epochs for k in e
+                          if k.split("_", 1)[0] in ("train", "val", "test")
+                          and not k.endswith("_batches") and isinstance(e[k], float)})
+    for k in metric_keys:
         pts = [(e["epoch"], e[k]) for e in epochs if k in e]
-        if pts:
-            ax[1].plot(*zip(*pts, strict=True), marker="o", label=k)
-    ax[1].set(title="accuracy", xlabel="epoch")
-    ax[1].legend()
+        ax[1].plot(*zip(*pts, strict=True), marker="o", label=k)
+    ax[1].set(title="evaluation", xlabel="epoch")
+    if metric_keys:
+        ax[1].legend()
+    for a in ax:
+        a.xaxis.get_major_locator().set_params(integer=True)
     fig.tight_layout()
     out.append(run_path / "accuracy.png")
     fig.savefig(out[-1], dpi=100)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(7, 3.5))
     bottom = [0.0] * len(epochs)
     for c in CATEGORIES:
         vals = [e["comm"]["by_category"][c] / 2**20 for e in epochs]
         ax.bar(ep, vals, bottom=bottom, label=c)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set(title="bytes sent per epoch (MiB)", xlabel="epoch")
-    ax.legend()
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the bars
     fig.tight_layout()
     out.append(run_path / "bytes.png")
     fig.savefig(out[-1], dpi=100)
@@ -140,8 +149,18 @@ def write_plots(run_path: Path, epochs: list[dict[str, Any]]) -> list[Path]:
 
     mat = np.sum([np.asarray(e["comm"]["matrix"], dtype=float) for e in epochs], axis=0) / len(epochs)
     fig, ax = plt.subplots(figsize=(4.5, 4))
-    im = ax.imshow(mat / 2**20, cmap="viridis")
-    ax.set(title="MiB per epoch, sender -> receiver", xlabel="receiver", ylabel="sender")
+    mib = mat / 2**20
+    im = ax.imshow(mib, cmap="viridis")
+    ax.set(title="MiB per epoch, sender -> receiver", xlabel="receiver (worker)", ylabel="sender (worker)")
+    ticks = list(range(mib.shape[0]))
+    ax.set_xticks(ticks)
+    ax.set_yticks(ticks)
+    if mib.shape[0] <= 16:  # values in the cells while they stay readable
+        mid = (mib.max() + mib.min()) / 2
+        for i in ticks:
+            for j in ticks:
+                ax.text(j, i, f"{mib[i, j]:.3g}", ha="center", va="center", fontsize=8,
+                        color="black" if mib[i, j] > mid else "white")
     fig.colorbar(im)
     fig.tight_layout()
     out.append(run_path / "heatmap.png")
@@ -165,7 +184,8 @@ def compare(runs: list[tuple[str, dict[str, Any]]], console: Console | None = No
     rows: list[tuple[str, Any]] = [
         ("workers", lambda s: str(s["workers"])),
         ("partition", lambda s: str(s["partition_method"])),
-        ("test acc", lambda s: _pct(s["final"].get("test_acc"))),
+        ("test metric", lambda s: f"{s.get('metric', 'acc')} "
+                                  f"{_pct(s['final'].get('test_' + s.get('metric', 'acc')))}"),
         ("epoch time", lambda s: f"{s['epoch_s_mean'] or 0:.2f} s"),
         ("bytes / epoch", lambda s: fmt_bytes(s["bytes_per_epoch_total"])),
         ("feature bytes / epoch", lambda s: fmt_bytes(s["bytes_per_epoch_by_category"].get("feature"))),

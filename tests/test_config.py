@@ -242,3 +242,20 @@ def test_missing_relative_path_names_resolved_path_and_env(monkeypatch: pytest.M
     with pytest.raises(DataError, match=rf"resolves to {tmp_path}/het/t\.npz, which does not exist "
                                         rf"\(\$GNNTRAIN_DATA={tmp_path}\)"):
         load_dataset(ds)
+
+
+def test_weighted_sampling_is_refused_when_the_config_is_read() -> None:
+    """No dataset source carries edge weights into a training run: refuse it up front."""
+    with pytest.raises(ConfigError, match=r"sampler.weighted=true"):
+        load_config(DATASETS / "cora.yaml", ["sampler.weighted=true"])
+
+
+def test_model_and_task_accept_import_paths_and_free_options() -> None:
+    cfg = load_config(DATASETS / "cora.yaml",
+                      ["model.arch=mypkg.models:gin", "model.options.eps=0.1",
+                       "task.kind=mypkg.tasks:Smooth", "task.options.alpha=0.2"])
+    assert cfg.model.arch == "mypkg.models:gin" and cfg.model.options == {"eps": 0.1}
+    assert cfg.task.kind == "mypkg.tasks:Smooth" and cfg.task.options == {"alpha": 0.2}
+    for bad in ("model.arch=graphsage", "model.arch=pkg.mod", "task.kind=link prediction"):
+        with pytest.raises(ConfigError, match="expected one of"):
+            load_config(DATASETS / "cora.yaml", [bad])

@@ -92,7 +92,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     if failures:
         run.write_json("failures.json", failures)
     summary = build_summary(cfg.model_dump(mode="json"), epochs, workers=workers,
-                            partition=partition_report, cache=res.cache, failures=failures)
+                            partition=partition_report, cache=res.cache, failures=failures,
+                            metric=task.metric)
     summary["run_dir"] = str(run.path)
     run.write_json("summary.json", summary)
     write_plots(run.path, epochs)

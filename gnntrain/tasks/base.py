@@ -95,6 +95,8 @@ class Task(ABC):
 
     name: ClassVar[str]
     """Short name used in configs and reports."""
+    metric: ClassVar[str]
+    """The headline key of :meth:`metrics` (higher is better): reports show it per split."""
 
     @abstractmethod
     def out_dim(self, num_classes: int, hidden: int) -> int:

@@ -43,6 +43,7 @@ class NodeClassification(Task):
     """
 
     name: ClassVar[str] = "node_classification"
+    metric: ClassVar[str] = "acc"
 
     def __init__(self, label_smoothing: float = 0.0) -> None:
         if not 0.0 <= label_smoothing < 1.0:

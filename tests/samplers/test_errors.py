@@ -142,8 +142,11 @@ def test_prepare_shape_errors(hub_source: CSRSource) -> None:
     b = NeighborSampler(hub_source, [3]).sample(np.arange(4), key=0)
     with pytest.raises(ValueError, match=r"x: expected \[len\(input_nodes\)="):
         prepare(b, np.zeros((1, 8), dtype=np.float32), np.zeros(4))
-    with pytest.raises(ValueError, match=r"y: expected 4 labels"):
-        prepare(b, np.zeros((b.input_nodes.size, 8), dtype=np.float32), np.zeros(3))
+    # targets are the task's (labels of the seeds, or pairs for link prediction): their
+    # shape is the task's to check; degrees must cover every input node
+    with pytest.raises(ValueError, match=r"deg: expected \d+ degrees"):
+        prepare(b, np.zeros((b.input_nodes.size, 8), dtype=np.float32), np.zeros(4),
+                deg=np.ones(b.input_nodes.size - 1, dtype=np.float32))
 
 
 def test_import_boundary() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gnntrain.runtime.loopback import LoopbackGroup
-from gnntrain.runtime.worker import CALLS, SERVE_CALLS, Worker
+from gnntrain.runtime.worker import CALLS, SERVE_CALLS
 from gnntrain.tasks import NodeClassification
 from partition import build_partition_set
 from tests.conftest import REPO, make_graph
@@ -70,9 +70,3 @@ def test_no_builtin_model_checks_outside_the_model_module() -> None:
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not offenders, f"built-in model names compared outside gnntrain/models: {offenders}"
 
-
-def test_worker_type_is_the_one_every_group_uses() -> None:
-    from gnntrain.runtime import group, loopback, ray_group
-
-    for mod in (group, loopback, ray_group):
-        assert getattr(mod, "Worker") is Worker

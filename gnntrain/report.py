@@ -47,6 +47,9 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         busy = time_split["compute_s"] + time_split["sync_s"] + time_split["wait_s"]
         time_split["idle_s"] = max(0.0, sum(e["epoch_s"] for e in epochs) / n - busy)
     by_cat = {c: sum(e["comm"]["by_category"][c] for e in epochs) / n for c in CATEGORIES} if epochs else {}
+    ev_comm = [e["eval_comm"] for e in epochs if "eval_comm" in e]
+    by_cat_eval = ({c: sum(x["by_category"][c] for x in ev_comm) / len(ev_comm) for c in CATEGORIES}
+                   if ev_comm else {})
     part = partition or {}
     return {
         "dataset": cfg_raw.get("dataset", {}).get("name"),
@@ -59,6 +62,7 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         "time_split_mean_s": time_split,
         "bytes_per_epoch_by_category": by_cat,
         "bytes_per_epoch_total": sum(by_cat.values()) if by_cat else 0,
+        "bytes_per_evaluation_by_category": by_cat_eval,
         "remote_input_share": last.get("remote_input_share"),
         "remote_frontier_share": last.get("remote_frontier_share"),
         "cache_hit_rate": last.get("cache_hit_rate"),
@@ -88,6 +92,10 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     bc = summary["bytes_per_epoch_by_category"]
     t.add_row("bytes per epoch", f"{fmt_bytes(summary['bytes_per_epoch_total'])} = "
               + ", ".join(f"{c} {fmt_bytes(v)}" for c, v in bc.items()))
+    be = summary.get("bytes_per_evaluation_by_category") or {}
+    if be:
+        t.add_row("bytes per evaluation", f"{fmt_bytes(sum(be.values()))} = "
+                  + ", ".join(f"{c} {fmt_bytes(v)}" for c, v in be.items() if v))
     t.add_row("remote share of input rows", _pct(summary.get("remote_input_share")))
     t.add_row("cache hit rate (remote rows)", _pct(summary.get("cache_hit_rate")))
     t.add_row("feature bytes saved by cache / epoch", fmt_bytes(summary.get("feature_bytes_saved_by_cache_per_epoch")))

@@ -28,7 +28,7 @@ from gnntrain.engine import (
 )
 from gnntrain.models import BlockGNN, build_model
 from gnntrain.runtime.codec import Encoded, encode
-from gnntrain.runtime.comm import CommCounter, payload_bytes
+from gnntrain.runtime.comm import CommCounter, wire_bytes
 from gnntrain.runtime.dist_source import (
     DistFeatureReader,
     DistGraphSource,
@@ -255,17 +255,18 @@ class WorkerCore:
     def serve_sample(self, ids: np.ndarray, fanout: int, replace: bool, key: int,
                      requester: int) -> tuple[np.ndarray, np.ndarray]:
         res = self.local.sample_neighbors(ids, fanout, replace=replace, key=key)
-        self.comm.add("sample", requester, payload_bytes(res.counts, res.nbrs))
-        return res.counts, res.nbrs
+        reply = (res.counts, res.nbrs)
+        self.comm.add("sample", requester, wire_bytes(reply))
+        return reply
 
     def serve_features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
         enc = encode(self.part.x[ids - self.start], dtype)
-        self.comm.add("feature", requester, enc.nbytes)
+        self.comm.add("feature", requester, wire_bytes(enc))
         return enc
 
     def serve_hidden(self, ids: np.ndarray, layer: int, requester: int) -> np.ndarray:
         rows = np.ascontiguousarray(self._hidden[layer][ids - self.start])
-        self.comm.add("feature", requester, int(rows.nbytes))
+        self.comm.add("eval", requester, wire_bytes(rows))
         return rows
 
     # -- evaluation -----------------------------------------------------------------
@@ -296,7 +297,7 @@ class WorkerCore:
             _, groups = group_by_owner(owners_of(self.offsets, halo), self.rank)
             requests = {o: halo[p] for o, p in groups.items()}
             for o, req in requests.items():
-                self.comm.add("feature", o, payload_bytes(req, layer))
+                self.comm.add("eval", o, wire_bytes(req, layer, self.rank))  # serve_hidden's arguments
             replies = self.peers.hidden(requests, layer)
             h_halo = np.empty((halo.size, h_owned.shape[1]), dtype=np.float32)
             for o, p in groups.items():

@@ -106,7 +106,11 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, *, train_counts:
             ev = group.evaluate(epoch, cfg.train.eval)
             rec.update({f"{s}_acc": _acc(ev, s) for s in ("train", "val", "test") if s in ev[0]})
             rec["eval_s"] = time.perf_counter() - t1
-            rec["eval_comm_bytes"] = summarise(group.comm_snapshots(), group.world)["total_bytes"]
+            # evaluation traffic (hidden rows in ``eval``; sampled evaluation's sample and
+            # feature requests; the coordinator's calls) is reported apart from training's
+            rec["eval_comm"] = summarise(group.comm_snapshots(), group.world)
+            add_control(rec["eval_comm"], *group.take_control())
+            rec["eval_comm_bytes"] = rec["eval_comm"]["total_bytes"]
         totals += np.array([rec["comm"]["by_category"][c] for c in CATEGORIES])
         if run is not None:
             run.append_metrics(rec)

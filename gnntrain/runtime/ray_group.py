@@ -14,7 +14,6 @@ CPU, NCCL on CUDA) whose process group carries the collective timeout.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import socket
 import time
@@ -30,7 +29,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gnntrain.config import RunConfig
 from gnntrain.runtime.codec import Encoded
-from gnntrain.runtime.comm import payload_bytes
+from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.core import WorkerCore
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.group import WorkerGroup
@@ -327,11 +326,11 @@ class RayGroup(WorkerGroup):
         return ray.get(refs)
 
     def _all(self, method: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
-        """One call to every worker; its arguments and pickled replies count as ``control``."""
-        self.control_bytes += payload_bytes(*args)
+        """One call to every worker; its arguments and replies count as ``control``."""
+        self.control_bytes += wire_bytes(*args)
         self.control_messages += 1
         out = self._get([getattr(a, method).remote(*args) for a in self.actors], phase, timeout)
-        self.control_bytes += np.array([len(pickle.dumps(o)) for o in out], dtype=np.int64)
+        self.control_bytes += np.array([wire_bytes(o) for o in out], dtype=np.int64)
         self.control_messages += 1
         return out
 

@@ -48,6 +48,9 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         busy = time_split["compute_s"] + time_split["sync_s"] + time_split["wait_s"]
         time_split["idle_s"] = max(0.0, sum(e["epoch_s"] for e in epochs) / n - busy)
     by_cat = {c: sum(e["comm"]["by_category"][c] for e in epochs) / n for c in CATEGORIES} if epochs else {}
+    ev_comm = [e["eval_comm"] for e in epochs if "eval_comm" in e]
+    by_cat_eval = ({c: sum(x["by_category"][c] for x in ev_comm) / len(ev_comm) for c in CATEGORIES}
+                   if ev_comm else {})
     part = partition or {}
     return {
         "dataset": cfg_raw.get("dataset", {}).get("name"),
@@ -61,6 +64,7 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         "time_split_mean_s": time_split,
         "bytes_per_epoch_by_category": by_cat,
         "bytes_per_epoch_total": sum(by_cat.values()) if by_cat else 0,
+        "bytes_per_evaluation_by_category": by_cat_eval,
         "remote_input_share": last.get("remote_input_share"),
         "remote_frontier_share": last.get("remote_frontier_share"),
         "cache_hit_rate": last.get("cache_hit_rate"),
@@ -91,6 +95,10 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     bc = summary["bytes_per_epoch_by_category"]
     t.add_row("bytes per epoch", f"{fmt_bytes(summary['bytes_per_epoch_total'])} = "
               + ", ".join(f"{c} {fmt_bytes(v)}" for c, v in bc.items()))
+    be = summary.get("bytes_per_evaluation_by_category") or {}
+    if be:
+        t.add_row("bytes per evaluation", f"{fmt_bytes(sum(be.values()))} = "
+                  + ", ".join(f"{c} {fmt_bytes(v)}" for c, v in be.items() if v))
     t.add_row("remote share of input rows", _pct(summary.get("remote_input_share")))
     t.add_row("cache hit rate (remote rows)", _pct(summary.get("cache_hit_rate")))
     t.add_row("feature bytes saved by cache / epoch", fmt_bytes(summary.get("feature_bytes_saved_by_cache_per_epoch")))
@@ -107,6 +115,7 @@ def write_plots(run_path: Path, epochs: list[dict[str, Any]]) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     out: list[Path] = []
     if not epochs:
@@ -125,7 +134,7 @@ def write_plots(run_path: Path, epochs: list[dict[str, Any]]) -> list[Path]:
     if metric_keys:
         ax[1].legend()
     for a in ax:
-        a.xaxis.get_major_locator().set_params(integer=True)
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     out.append(run_path / "accuracy.png")
     fig.savefig(out[-1], dpi=100)
@@ -138,7 +147,7 @@ def write_plots(run_path: Path, epochs: list[dict[str, Any]]) -> list[Path]:
         ax.bar(ep, vals, bottom=bottom, label=c)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set(title="bytes sent per epoch (MiB)", xlabel="epoch")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the bars
     fig.tight_layout()
     out.append(run_path / "bytes.png")

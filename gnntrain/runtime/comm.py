@@ -3,8 +3,24 @@
 Each worker owns one :class:`CommCounter`. A request is counted by the worker that
 sends it (to the owner), a reply by the worker that serves it (to the requester), so
 summing every worker's row gives the full ``k x k`` matrix with no double counting.
-Bytes are the payload of the numpy arrays in the message (``ndarray.nbytes``) plus 8
-bytes per scalar argument; gradient bytes are *computed* from the ring all-reduce
+
+The counting rule, the same for every category (:data:`COUNTING_RULE`, written into
+``comm.json``): a message's bytes are what Ray serialises for it. Ray serialises each
+argument of an actor call on its own and the call's return value as one object, with
+its serialization context (msgpack, and pickle protocol 5 with the numpy buffers kept
+out of band); :func:`wire_bytes` runs that same serializer and adds up each value's
+``total_bytes`` plus its metadata tag. So a request counts every argument (ids,
+scalars, the dtype name, the requester's rank) and a reply counts the pickled
+structure (tuple, ``Encoded`` object, array headers) around its array buffers. Not
+counted: Ray's per-call framing (task spec, ids, RPC headers, one 13-byte marker per
+positional argument), which Ray does not expose; ``messages_by_category`` gives the
+message counts to add it. In-process runs (no Ray) count with the same serializer, so
+their figures equal a Ray run's.
+
+Categories: ``sample`` (frontier ids out, sampled neighbours back), ``feature``
+(input-row ids out, encoded rows back), ``eval`` (layer-wise evaluation: halo ids out,
+hidden rows back), ``gradient`` and ``control`` (the coordinator's calls: arguments to
+and replies from each worker). Gradient bytes are *computed* from the ring all-reduce
 formula (gloo does not expose its wire bytes) and the report labels them so.
 """
 
@@ -16,21 +32,24 @@ from typing import Any
 
 import numpy as np
 
-CATEGORIES = ("sample", "feature", "gradient", "control")
+CATEGORIES = ("sample", "feature", "eval", "gradient", "control")
+
+COUNTING_RULE = ("Ray's serialised size of every argument of a request and of every reply "
+                 "(total_bytes + metadata of its serialization context: pickled structure and "
+                 "out-of-band array buffers); Ray's per-call framing is not counted")
 
 
-def payload_bytes(*items: Any) -> int:
-    """Bytes a message carries: array payloads plus 8 per scalar."""
+def wire_bytes(*values: Any) -> int:
+    """Bytes Ray moves for ``values``: each serialised on its own, as Ray serialises each
+    argument of a call (pass the request's arguments) or a call's return value (pass the
+    reply alone)."""
+    from ray._private.worker import global_worker  # works before and without ray.init
+
+    ctx = global_worker.get_serialization_context()
     total = 0
-    for it in items:
-        if isinstance(it, np.ndarray):
-            total += int(it.nbytes)
-        elif isinstance(it, tuple | list):
-            total += payload_bytes(*it)
-        elif it is None:
-            continue
-        else:
-            total += 8
+    for v in values:
+        s = ctx.serialize(v)
+        total += int(s.total_bytes) + len(s.metadata)
     return total
 
 
@@ -90,5 +109,6 @@ def summarise(snapshots: list[dict[str, Any]], world: int) -> dict[str, Any]:
         "by_worker_sent": [int(v) for v in b.sum(axis=(0, 2))],
         "matrix": b.sum(axis=0).tolist(),
         "matrix_by_category": {c: b[i].tolist() for i, c in enumerate(CATEGORIES)},
+        "bytes_are": COUNTING_RULE,
         "gradient_bytes_are": "computed (ring all-reduce formula 2(k-1)/k x buffer per worker)",
     }

@@ -85,7 +85,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
 
     epochs = run.metrics()
     run.write_json("comm.json", {
-        "per_epoch": [{"epoch": e["epoch"], **e["comm"]} for e in epochs],
+        "per_epoch": [{"epoch": e["epoch"], **e["comm"],
+                       **({"evaluation": e["eval_comm"]} if "eval_comm" in e else {})} for e in epochs],
         "total_by_category": res.comm_total,
         "setup": res.setup_comm,
     })

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnntrain.runtime.codec import Encoded, decode
-from gnntrain.runtime.comm import CommCounter, payload_bytes
+from gnntrain.runtime.comm import CommCounter, wire_bytes
 from partition import PartitionBook
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
 
@@ -82,7 +82,8 @@ class DistGraphSource(GraphSource):
         self.stats.local_frontier += int(local_pos.size)
         requests = {o: seeds[pos] for o, pos in groups.items()}
         for o, ids in requests.items():
-            self.comm.add("sample", o, payload_bytes(ids, fanout, replace, key))
+            # the arguments of Peers.sample's call to the owner (serve_sample)
+            self.comm.add("sample", o, wire_bytes(ids, fanout, replace, key, self.rank))
             self.stats.remote_frontier += int(ids.size)
             self.stats.requests += 1
         replies = self.peers.sample(requests, fanout, replace, key) if requests else {}
@@ -183,15 +184,16 @@ class DistFeatureReader:
         _, groups = group_by_owner(self.book.owner(ids[positions]), self.rank)
         requests = {o: ids[positions[p]] for o, p in groups.items()}
         for o, req in requests.items():
-            self.comm.add("feature", o, payload_bytes(req, self.dtype))
+            self.comm.add("feature", o, wire_bytes(req, self.dtype, self.rank))  # serve_features' arguments
         replies = self.peers.features(requests, self.dtype)
         for o, p in groups.items():
             enc = replies[o]
             rows = decode(enc, self.dtype)
             out[positions[p]] = rows
             self.stats.fetched += int(p.size)
-            self.stats.bytes_fetched += enc.nbytes
+            reply_bytes = wire_bytes(enc)  # as the owner counted it
+            self.stats.bytes_fetched += reply_bytes
             if p.size:
-                self._row_wire_bytes = enc.nbytes / p.size
+                self._row_wire_bytes = reply_bytes / p.size
             if insert and self.cache is not None:
                 self.cache.insert(ids[positions[p]], rows)

@@ -134,8 +134,11 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             rec.update(split_metrics(task, evaluate(group, task, epoch, mode)))
             rec["eval_mode"] = mode
             rec["eval_s"] = time.perf_counter() - t1
-            rec["eval_comm_bytes"] = summarise(group.call("comm_snapshot", phase="accounting"),
-                                               group.world)["total_bytes"]
+            # evaluation traffic (hidden rows in ``eval``; sampled evaluation's sample and
+            # feature requests; the coordinator's calls) is reported apart from training's
+            rec["eval_comm"] = summarise(group.call("comm_snapshot", phase="accounting"), group.world)
+            add_control(rec["eval_comm"], *group.take_control())
+            rec["eval_comm_bytes"] = rec["eval_comm"]["total_bytes"]
         totals += np.array([rec["comm"]["by_category"][c] for c in CATEGORIES])
         if run is not None:
             run.append_metrics(rec)

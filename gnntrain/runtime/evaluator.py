@@ -16,7 +16,7 @@ import torch
 
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import needs_degrees
-from gnntrain.runtime.comm import payload_bytes
+from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
 
@@ -57,7 +57,7 @@ class Evaluator:
             groups = a.part.halo_by_owner()  # halo positions per owner, as stored
             requests = {o: halo[p] for o, p in groups.items()}
             for o, req in requests.items():
-                a.comm.add("feature", o, payload_bytes(req, layer))
+                a.comm.add("eval", o, wire_bytes(req, layer, a.rank))  # the hidden request's arguments
             replies = a.peers.hidden(requests, layer)
             h_halo = np.empty((halo.size, h_owned.shape[1]), dtype=np.float32)
             for o, p in groups.items():

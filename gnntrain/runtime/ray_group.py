@@ -15,7 +15,6 @@ CPU, NCCL on CUDA) whose process group carries the collective timeout.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import socket
 import time
@@ -32,7 +31,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
 from gnntrain.runtime.codec import Encoded
-from gnntrain.runtime.comm import payload_bytes
+from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.faults import FaultInjector
 from gnntrain.runtime.group import WorkerGroup
@@ -311,11 +310,11 @@ class RayGroup(WorkerGroup):
         return ray.get(refs)
 
     def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
-        """One call to every worker; its arguments and pickled replies count as ``control``."""
-        self.control_bytes += payload_bytes(*args)
+        """One call to every worker; its arguments and replies count as ``control``."""
+        self.control_bytes += wire_bytes(name, *args)
         self.control_messages += 1
         out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout)
-        self.control_bytes += np.array([len(pickle.dumps(o)) for o in out], dtype=np.int64)
+        self.control_bytes += np.array([wire_bytes(o) for o in out], dtype=np.int64)
         self.control_messages += 1
         return out
 

@@ -1,79 +1,242 @@
-"""Communication accounting: bytes counted equal bytes sent (DESIGN: account and report)."""
+"""Communication accounting: bytes counted equal bytes sent (DESIGN: account and report).
+
+The reference is measured where the messages cross the actor boundary on real Ray: a
+probe subclass of the worker actor serialises, with Ray's own serializer, every request
+it receives (each argument as Ray delivered it) and every reply it returns, and the
+counted figures must equal that per category, per destination and per message.
+"""
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import ray
+import torch
 
 from gnntrain.config import RunConfig
-from gnntrain.runtime.codec import Encoded
-from gnntrain.runtime.comm import CATEGORIES, summarise
+from gnntrain.runtime import ray_group
+from gnntrain.runtime.codec import DTYPES, Encoded, decode, encode
+from gnntrain.runtime.comm import CATEGORIES, COUNTING_RULE, summarise, wire_bytes
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.driver import fit
-from gnntrain.runtime.loopback import LoopbackGroup, LoopbackPeers
+from gnntrain.runtime.loopback import LoopbackGroup
+from gnntrain.runtime.ray_group import RayGroup, WorkerActor
+from gnntrain.tasks import NodeClassification
 from partition import build_partition_set
-from samplers import Neighbors
 from tests.conftest import make_graph
 from tests.runtime.helpers import tiny_cfg
 
+PEER_CALLS = {"sample": "sample", "features": "feature", "hidden": "eval"}  # SERVE_CALLS
+BYTES_PER_VALUE = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 
-class RecordingPeers(LoopbackPeers):
-    """Loopback transport that adds up the array payloads it actually carries."""
 
-    sent = {"sample": 0, "feature": 0}
+def serialised_size(value: Any) -> int:
+    """Length of the bytes Ray's serializer really produces for ``value``, plus its tag."""
+    from ray._private.worker import global_worker
 
-    def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
-               key: int) -> dict[int, Neighbors]:
-        replies = super().sample(requests, fanout, replace, key)
-        for o, ids in requests.items():
-            RecordingPeers.sent["sample"] += ids.nbytes + 3 * 8  # ids + fanout, replace, key
-            RecordingPeers.sent["sample"] += replies[o].counts.nbytes + replies[o].nbrs.nbytes
-        return replies
+    s = global_worker.get_serialization_context().serialize(value)
+    return len(s.to_bytes()) + len(s.metadata)
 
-    def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
-        replies = super().features(requests, dtype)
-        for o, ids in requests.items():
-            rep = replies[o]
-            RecordingPeers.sent["feature"] += ids.nbytes + 8 + rep.data.nbytes
-            if rep.scale is not None:
-                RecordingPeers.sent["feature"] += rep.scale.nbytes
-        return replies
+
+class RecordingHandle:
+    """An actor handle that measures the arguments of every ``.method.remote(*args)`` as
+    Ray serialises them in the caller, then makes the call."""
+
+    def __init__(self, handle: Any, record: Any) -> None:
+        self._handle = handle
+        self._record = record  # record(call name, nbytes)
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._handle, name)
+        record = self._record
+
+        class _Method:
+            @staticmethod
+            def remote(*args: Any) -> Any:  # serve("sample", ...), call("train_epoch", ...)
+                record(args[0], sum(serialised_size(a) for a in args))
+                return method.remote(*args)
+
+        return _Method
+
+
+class ProbeActor(WorkerActor):
+    """The worker actor, measuring every peer request it sends (in the caller, before Ray
+    has it) and every reply it returns to a peer or the coordinator."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._lock = threading.Lock()
+        self.seen: dict[str, Any] = {}
+        self.probe_take()
+
+    def setup(self, handles: list[Any], master: tuple[str, int], attempt: int = 0,
+              backend: str = "gloo") -> dict[str, Any]:
+        n = super().setup(handles, master, attempt, backend)
+        peers = self._w().access.peers
+        assert isinstance(peers, ray_group.RayPeers)
+        peers.handles = [RecordingHandle(h, lambda name, nbytes, dst=dst:
+                                         self._peer(PEER_CALLS[name], self.rank, dst, nbytes))
+                         for dst, h in enumerate(handles)]
+        return n
+
+    def _peer(self, cat: str, src: int, dst: int, nbytes: int) -> None:
+        with self._lock:
+            b_m = self.seen["peer"].setdefault(f"{cat} {src} {dst}", [0, 0])
+            b_m[0] += nbytes
+            b_m[1] += 1
+
+    def probe_take(self) -> dict[str, Any]:
+        """What was measured since the last call, then reset."""
+        with self._lock:
+            out = self.seen
+            self.seen = {"peer": {}, "control": [0, 0], "feature_payload": [0, 0, 0]}
+        return out
+
+    def probe_feature_dtype(self, dtype: str) -> None:
+        self._w().access.reader.dtype = dtype
+
+
+def _serve_probe(self: ProbeActor, name: str, *args: Any) -> Any:
+    out = WorkerActor.serve(self, name, *args)
+    self._peer(PEER_CALLS[name], self.rank, int(args[-1]), serialised_size(out))  # reply to the requester
+    if isinstance(out, Encoded):  # what the array buffers carry per value
+        with self._lock:
+            fp = self.seen["feature_payload"]
+            fp[0] += out.data.size
+            fp[1] += out.data.nbytes
+            fp[2] += out.scale.nbytes if out.scale is not None else 0
+    return out
+
+
+def _call_probe(self: ProbeActor, name: str, *args: Any) -> Any:
+    out = WorkerActor.call(self, name, *args)
+    with self._lock:
+        self.seen["control"][0] += serialised_size(out)
+        self.seen["control"][1] += 1
+    return out
+
+
+ProbeActor.serve = _serve_probe  # type: ignore[method-assign]
+ProbeActor.call = _call_probe  # type: ignore[method-assign]
+
+
+def _counted(comms: list[dict[str, Any]], world: int) -> dict[str, Any]:
+    """Matrices and messages of several ``summarise`` results, added up."""
+    out: dict[str, Any] = {c: np.zeros((world, world), dtype=np.int64) for c in CATEGORIES}
+    out["messages"] = dict.fromkeys(CATEGORIES, 0)
+    out["control_per_worker"] = np.zeros(world, dtype=np.int64)
+    for c in comms:
+        for cat in CATEGORIES:
+            out[cat] += np.asarray(c["matrix_by_category"][cat], dtype=np.int64)
+            out["messages"][cat] += c["messages_by_category"][cat]
+        out["control_per_worker"] += np.asarray(c["coordinator_control_bytes"], dtype=np.int64)
+    return out
+
+
+def test_counted_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sampling, features, layer-wise evaluation and control over the real Ray transport,
+    for every transfer dtype. One pair of actors serves all four: between runs the probe
+    switches the dtype its feature reader asks for (the owner encodes what is asked)."""
+    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)  # actor_class builds on it
+    world = 2
+    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=full", workers=world)
+    pset = build_partition_set(make_graph(300, seed=3), cfg.partition)
+    group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
+    actors = group.actors
+    sent = np.zeros((2, world), dtype=np.int64)  # the coordinator's calls: bytes, messages
+
+    def record(w: int, nbytes: int) -> None:
+        sent[:, w] += (nbytes, 1)
+
+    try:
+        group.actors = [RecordingHandle(a, lambda _name, nbytes, w=w: record(w, nbytes))
+                        for w, a in enumerate(actors)]
+        for dtype in DTYPES:
+            ray.get([a.probe_feature_dtype.remote(dtype) for a in actors], timeout=60)
+            sent[:] = 0
+            res = fit(cfg, group, None, NodeClassification(), progress=False)
+            seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
+            _check_counted_equals_seen(res, seen, sent, dtype, world)
+    finally:
+        group.actors = actors
+        group.shutdown()
+
+
+def _check_counted_equals_seen(res: Any, seen: list[dict[str, Any]], sent: np.ndarray,
+                               dtype: str, world: int) -> None:
+    rec = res.epochs[0]
+    counted = _counted([res.setup_comm, rec["comm"], rec["eval_comm"]], world)
+    for cat in PEER_CALLS.values():
+        measured = np.zeros((world, world), dtype=np.int64)
+        messages = 0
+        for s in seen:
+            for key, (b, m) in s["peer"].items():
+                c, src, dst = key.split()
+                if c == cat:
+                    measured[int(src), int(dst)] += b
+                    messages += m
+        assert measured[0, 1] > 0 and measured[1, 0] > 0, f"{dtype}: no {cat} traffic both ways"
+        np.testing.assert_array_equal(counted[cat], measured,
+                                      err_msg=f"{dtype}: {cat} bytes, sender x destination")
+        assert counted["messages"][cat] == messages, (dtype, cat)
+    control = sent[0] + np.array([s["control"][0] for s in seen])  # calls + replies
+    assert sent[0].min() > 0 and control.min() > sent[0].min()
+    np.testing.assert_array_equal(counted["control_per_worker"], control,
+                                  err_msg=f"{dtype}: control bytes per worker")
+    assert counted["messages"]["control"] == sent[1].sum() + sum(s["control"][1] for s in seen)
+    # the feature rows crossed the boundary at the transfer dtype's width
+    values, data, scale = np.sum([s["feature_payload"] for s in seen], axis=0)
+    assert values > 0 and data == values * BYTES_PER_VALUE[dtype], dtype
+    assert (scale > 0) == (dtype == "int8")
+    # the matrix adds up to the categories and nobody sends to itself
+    mat = np.asarray(rec["comm"]["matrix"])
+    assert mat.sum() == rec["comm"]["total_bytes"] - rec["comm"]["by_category"]["control"]
+    assert np.all(np.diag(mat) == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transfer_dtype_width_and_round_trip(dtype: str) -> None:
+    """Each extra row costs its values at the dtype's width on the wire, and the
+    receiver decodes what a local cast would give (bfloat16: torch's own rounding)."""
+    rng = np.random.default_rng(0)
+    rows = (rng.standard_normal((128, 33)) * 300).astype(np.float32)
+    enc = encode(rows, dtype)
+    per_row = rows.shape[1] * BYTES_PER_VALUE[dtype] + (4 if dtype == "int8" else 0)
+    assert enc.nbytes == rows.shape[0] * per_row
+    # 64 more rows: their buffer, plus at most a few bytes of longer length fields
+    assert 0 <= wire_bytes(enc) - wire_bytes(encode(rows[:64], dtype)) - 64 * per_row <= 8
+    got = decode(enc, dtype)
+    assert got.dtype == np.float32
+    if dtype == "int8":
+        step = np.abs(rows).max(axis=1, keepdims=True) / 127
+        assert np.all(np.abs(got - rows) <= step / 2 + 1e-6 * np.abs(rows))
+        return
+    local = {"float32": rows, "float16": rows.astype(np.float16).astype(np.float32),
+             "bfloat16": torch.from_numpy(rows).to(torch.bfloat16).float().numpy()}[dtype]
+    np.testing.assert_array_equal(got, local)
+    if dtype != "float32":
+        assert not np.array_equal(got, rows)  # the values really were narrowed
 
 
 def _loopback(cfg: RunConfig, tmp_path: Path, seed: int = 3) -> LoopbackGroup:
     g = make_graph(400, seed=seed)
     pset = build_partition_set(g, cfg.partition, tmp_path / "parts")
     parts = [pset.load_part(p) for p in range(pset.num_parts)]
-    group = LoopbackGroup(cfg, parts, pset.global_degrees(), int(pset.num_classes))
-    for c in group.cores:
-        c.peers = c.source.peers = c.reader.peers = RecordingPeers(group.cores, c.rank)
-    return group
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
-def test_counted_bytes_equal_bytes_sent(tmp_path: Path, dtype: str) -> None:
-    RecordingPeers.sent = {"sample": 0, "feature": 0}
-    cfg = tiny_cfg(tmp_path, f"train.feature_dtype={dtype}", "train.epochs=1", workers=2)
-    group = _loopback(cfg, tmp_path)
-    res = fit(cfg, group, None, train_counts=group.train_counts, progress=False)
-    counted = res.epochs[0]["comm"]["by_category"]
-    assert counted["sample"] > 0 and counted["feature"] > 0
-    assert counted["sample"] == RecordingPeers.sent["sample"]
-    assert counted["feature"] == RecordingPeers.sent["feature"]
-    # the k x k matrix adds up to the categories and nobody sends to itself
-    mat = np.asarray(res.epochs[0]["comm"]["matrix"])
-    assert mat.sum() == sum(counted.values())
-    assert np.all(np.diag(mat) == 0)
+    return LoopbackGroup(cfg, parts, pset.global_degrees(), int(pset.num_classes), cfg.model.arch,
+                         NodeClassification())
 
 
 def test_cache_of_all_remote_rows_moves_no_feature_bytes(tmp_path: Path) -> None:
     cfg = tiny_cfg(tmp_path, "sampler.cache.policy=degree", "sampler.cache.size=1.0",
                    "train.epochs=2", workers=2)
     group = _loopback(cfg, tmp_path)
-    res = fit(cfg, group, None, train_counts=group.train_counts, progress=False)
+    res = fit(cfg, group, None, NodeClassification(), progress=False)
     assert res.setup_comm["by_category"]["feature"] > 0  # warm-up filled the cache
     for rec in res.epochs:
         assert rec["comm"]["by_category"]["feature"] == 0
@@ -86,7 +249,7 @@ def test_reduced_precision_halves_feature_bytes(tmp_path: Path) -> None:
     for dtype in ("float32", "float16"):
         cfg = tiny_cfg(tmp_path, f"train.feature_dtype={dtype}", "train.epochs=1", workers=2)
         group = _loopback(cfg, tmp_path)
-        res = fit(cfg, group, None, train_counts=group.train_counts, progress=False)
+        res = fit(cfg, group, None, NodeClassification(), progress=False)
         out[dtype] = res.epochs[0]["comm"]
     f32, f16 = out["float32"]["by_category"]["feature"], out["float16"]["by_category"]["feature"]
     assert f16 < 0.75 * f32
@@ -109,11 +272,21 @@ def test_two_workers_on_ray_report_traffic(ray_local: None, tmp_path: Path) -> N
     for name in ("comm.json", "metrics.jsonl", "summary.json", "partition.json", "config.yaml",
                  "bytes.png", "heatmap.png", "accuracy.png"):
         assert (run / name).is_file(), name
+    # comm.json states the counting rule and shows the evaluation's hidden-row traffic
+    epoch0 = json.loads((run / "comm.json").read_text())["per_epoch"][0]
+    assert epoch0["bytes_are"] == COUNTING_RULE
+    assert epoch0["by_category"]["eval"] == 0  # training moves no hidden rows
+    assert epoch0["evaluation"]["by_category"]["eval"] > 0
+    assert summary["bytes_per_evaluation_by_category"]["eval"] > 0
 
 
 def test_summarise_matrix() -> None:
-    snaps = [{"rank": 0, "bytes": [[0, 5], [0, 7], [0, 0], [0, 0]], "messages": [[0, 1], [0, 1], [0, 0], [0, 0]]},
-             {"rank": 1, "bytes": [[3, 0], [0, 0], [0, 0], [1, 0]], "messages": [[1, 0], [0, 0], [0, 0], [1, 0]]}]
+    assert CATEGORIES == ("sample", "feature", "eval", "gradient", "control")
+    snaps = [{"rank": 0, "bytes": [[0, 5], [0, 7], [0, 2], [0, 0], [0, 0]],
+              "messages": [[0, 1], [0, 1], [0, 1], [0, 0], [0, 0]]},
+             {"rank": 1, "bytes": [[3, 0], [0, 0], [0, 0], [0, 0], [1, 0]],
+              "messages": [[1, 0], [0, 0], [0, 0], [0, 0], [1, 0]]}]
     s = summarise(snaps, 2)
-    assert s["matrix"] == [[0, 12], [4, 0]]
-    assert s["by_category"] == {"sample": 8, "feature": 7, "gradient": 0, "control": 1}
+    assert s["matrix"] == [[0, 14], [4, 0]]
+    assert s["by_category"] == {"sample": 8, "feature": 7, "eval": 2, "gradient": 0, "control": 1}
+    assert s["bytes_are"] == COUNTING_RULE

@@ -83,7 +83,7 @@ class DistGraphSource(GraphSource):
         requests = {o: seeds[pos] for o, pos in groups.items()}
         for o, ids in requests.items():
             # the arguments of Peers.sample's call to the owner (serve_sample)
-            self.comm.add("sample", o, wire_bytes(ids, fanout, replace, key, self.rank))
+            self.comm.add("sample", o, wire_bytes("sample", ids, fanout, replace, key, self.rank))
             self.stats.remote_frontier += int(ids.size)
             self.stats.requests += 1
         replies = self.peers.sample(requests, fanout, replace, key) if requests else {}
@@ -184,7 +184,7 @@ class DistFeatureReader:
         _, groups = group_by_owner(self.book.owner(ids[positions]), self.rank)
         requests = {o: ids[positions[p]] for o, p in groups.items()}
         for o, req in requests.items():
-            self.comm.add("feature", o, wire_bytes(req, self.dtype, self.rank))  # serve_features' arguments
+            self.comm.add("feature", o, wire_bytes("features", req, self.dtype, self.rank))  # the request as sent
         replies = self.peers.features(requests, self.dtype)
         for o, p in groups.items():
             enc = replies[o]

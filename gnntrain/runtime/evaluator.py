@@ -57,7 +57,7 @@ class Evaluator:
             groups = a.part.halo_by_owner()  # halo positions per owner, as stored
             requests = {o: halo[p] for o, p in groups.items()}
             for o, req in requests.items():
-                a.comm.add("eval", o, wire_bytes(req, layer, a.rank))  # the hidden request's arguments
+                a.comm.add("eval", o, wire_bytes("hidden", req, layer, a.rank))  # the request as sent
             replies = a.peers.hidden(requests, layer)
             h_halo = np.empty((halo.size, h_owned.shape[1]), dtype=np.float32)
             for o, p in groups.items():

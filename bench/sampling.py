@@ -253,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     checks: list[Check] = []
     for label, nodes, nb, npb in plan:
-        r, c = run_graph(label, nodes, nb, npb, args.threads, 1 if args.smoke else args.repeats,
-                         dgl_python)
-        rows, checks = rows + r, checks + c
+        graph_rows, graph_checks = run_graph(label, nodes, nb, npb, args.threads,
+                                             1 if args.smoke else args.repeats, dgl_python)
+        rows, checks = rows + graph_rows, checks + graph_checks
     _ratios(rows)
     print(f"\nfanouts {FANOUTS}, batch {BATCH}, uniform without replacement; "
           f"DGL: {'ran' if dgl_python else 'not run (set GNNTRAIN_DGL_PYTHON)'}")

@@ -98,7 +98,8 @@ EXACT_PLAN = [("METIS, no cache", METIS), ("METIS, presample 20%", METIS + PRESA
               ("random partition, no cache", [])]
 EXACT_SETTINGS = ["train.epochs=3", "train.eval_every=3", "model.dropout=0.0"]
 SMOKE_1M = ["dataset.synthetic.nodes=5000", "dataset.synthetic.features=16",
-            "dataset.synthetic.train_frac=0.3", "sampler.batch_size=128"]
+            "dataset.synthetic.train_frac=0.3"]
+SMOKE_BATCH = ["sampler.batch_size=128"]  # after BASE's 1024: several batches per worker
 SMOKE_SMALL = ["dataset.synthetic.nodes=2000", "dataset.synthetic.features=16",
                "dataset.synthetic.classes=8", "sampler.batch_size=128", "model.hidden=16"]
 
@@ -113,7 +114,7 @@ def bytes_section(cfg0: RunConfig, graph: Graph, smoke: bool) -> list[dict[str, 
     rows = []
     for name, extra, kind in plan:
         t0 = time.perf_counter()
-        sim = simulate_k(with_overrides(cfg0, BASE + extra), graph, K_BYTES)
+        sim = simulate_k(with_overrides(cfg0, BASE + extra + (SMOKE_BATCH if smoke else [])), graph, K_BYTES)
         rows.append({"name": name, "kind": kind, "overrides": extra, **sim,
                      "feature_bytes": sim["bytes_by_category"]["feature"],
                      "seconds": time.perf_counter() - t0})

@@ -15,6 +15,10 @@ sampling epoch under other keys, keep the hottest), ``lru`` and ``fifo`` (warmed
 epoch, then measured). The measured epoch is the same for all; ``oracle`` is the best
 static cache for that very epoch (its most accessed rows), the baseline of the ratios.
 Hit rates are pooled over the 4 workers (total hits / total remote reads).
+
+Exit status 1 when a check fails (``bench.verdict``): presample >= 0.9 x oracle at every
+size (the target), no static policy above the oracle (the best static cache of that
+capacity for that epoch) and the oracle's rate not falling as the cache grows.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.verdict import Check, check, conclude
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from partition.graph import Graph
@@ -117,6 +122,24 @@ def run_part(g: Graph, parts: np.ndarray, p: int, sampler: NeighborSampler,
     return out
 
 
+def checks(table: list[dict[str, Any]]) -> list[Check]:
+    """The correctness checks on the pooled hit rates (``table`` rows, sizes ascending)."""
+    out: list[Check] = []
+    for row in table:
+        rate, size = row["hit_rate"], f"{row['size']:.0%}"
+        out.append(check(f"presample >= 0.9 x oracle at {size}", row["presample_over_oracle"] >= 0.9,
+                         f"presample {rate['presample']:.4f}, oracle {rate['oracle']:.4f}, "
+                         f"ratio {row['presample_over_oracle']:.3f}"))
+        for pol in ("degree", "presample"):
+            out.append(check(f"{pol} (static) <= oracle at {size}", rate[pol] <= rate["oracle"] + 1e-12,
+                             f"{pol} {rate[pol]:.4f}, oracle {rate['oracle']:.4f}"))
+    oracle = [row["hit_rate"]["oracle"] for row in table]
+    out.append(check("oracle hit rate does not fall as the cache grows",
+                     all(b >= a for a, b in zip(oracle, oracle[1:], strict=False)),
+                     f"oracle by size {[round(o, 4) for o in oracle]}"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="10k-node graph (seconds)")
@@ -138,26 +161,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'size':>5} {'rows/part':>10} " + " ".join(f"{p:>9}" for p in POLICIES)
           + "   presample/oracle  lru/oracle")
     table: list[dict[str, Any]] = []
-    ok = True
     for size in SIZES:
         rate = {pol: sum(r["hits"][str(size)][pol] for r in per_part) / reads for pol in POLICIES}
         cap = int(np.mean([r["hits"][str(size)]["capacity"] for r in per_part]))
         ratio = rate["presample"] / rate["oracle"] if rate["oracle"] else 0.0
-        ok &= ratio >= 0.9
         print(f"{size:>5.0%} {cap:>10,} " + " ".join(f"{rate[p]:>9.3f}" for p in POLICIES)
               + f"   {ratio:>15.3f}  {rate['lru'] / rate['oracle'] if rate['oracle'] else 0:>10.3f}")
         table.append({"size": size, "capacity_mean": cap, "hit_rate": rate,
                       "presample_over_oracle": ratio})
-    print(f"\ntarget presample >= 0.9 x oracle at every size: {'met' if ok else 'NOT met'}")
+    result: dict[str, Any] = {"nodes": g.num_nodes, "edges": g.num_edges, "split": how,
+                              "fanouts": FANOUTS, "batch_size": BATCH, "table": table, "parts": per_part,
+                              "keys": {"presample": PRESAMPLE_KEY, "warm": WARM_KEY, "measure": MEASURE_KEY}}
+    print()
+    status = conclude("cache", checks(table), result)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / ("cache-smoke.json" if args.smoke else
                   f"cache-{nodes}.json" if args.nodes else "cache.json")
-    path.write_text(json.dumps({"nodes": g.num_nodes, "edges": g.num_edges, "split": how,
-                                "fanouts": FANOUTS, "batch_size": BATCH, "table": table,
-                                "parts": per_part, "keys": {"presample": PRESAMPLE_KEY, "warm": WARM_KEY,
-                                                          "measure": MEASURE_KEY}}, indent=2))
+    path.write_text(json.dumps(result, indent=2))
     print(f"wrote {path}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -26,6 +26,13 @@ Accuracy (``accuracy``): real training on synthetic-small (``datasets/synthetic-
 same model and fanouts as bench.epoch) with 2 Ray workers, METIS, no cache (every
 remote row goes through the codec), ``--acc-epochs`` epochs, test accuracy of full
 inference: float32 + random order against locality order, float16, bfloat16 and int8.
+
+Byte ratios and the accuracy deltas are targets, reported. The exit status is 1 when a
+correctness check fails (``bench.verdict``): with the same partition, every cache policy
+ends with parameters identical to the no-cache run; a row that only adds a cache or a
+transfer dtype to another row sends the same sample bytes and no more feature bytes;
+every accuracy run lowers its loss; and no worker dies. A worker death is never
+recovered here (``train.max_failures=0``): it fails the benchmark.
 JSON goes to bench/out/comm.json (``comm-smoke.json``), written after each section; with
 ``--only`` the sections not run keep their figures from an earlier run.
 """
@@ -38,6 +45,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +53,7 @@ import numpy as np
 import torch
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
+from bench.verdict import Check, check, conclude
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.report import fmt_bytes
@@ -89,7 +98,8 @@ EXACT_PLAN = [("METIS, no cache", METIS), ("METIS, presample 20%", METIS + PRESA
               ("random partition, no cache", [])]
 EXACT_SETTINGS = ["train.epochs=3", "train.eval_every=3", "model.dropout=0.0"]
 SMOKE_1M = ["dataset.synthetic.nodes=5000", "dataset.synthetic.features=16",
-            "dataset.synthetic.train_frac=0.3", "sampler.batch_size=128"]
+            "dataset.synthetic.train_frac=0.3"]
+SMOKE_BATCH = ["sampler.batch_size=128"]  # after BASE's 1024: several batches per worker
 SMOKE_SMALL = ["dataset.synthetic.nodes=2000", "dataset.synthetic.features=16",
                "dataset.synthetic.classes=8", "sampler.batch_size=128", "model.hidden=16"]
 
@@ -104,13 +114,35 @@ def bytes_section(cfg0: RunConfig, graph: Graph, smoke: bool) -> list[dict[str, 
     rows = []
     for name, extra, kind in plan:
         t0 = time.perf_counter()
-        sim = simulate_k(with_overrides(cfg0, BASE + extra), graph, K_BYTES)
+        sim = simulate_k(with_overrides(cfg0, BASE + extra + (SMOKE_BATCH if smoke else [])), graph, K_BYTES)
         rows.append({"name": name, "kind": kind, "overrides": extra, **sim,
                      "feature_bytes": sim["bytes_by_category"]["feature"],
                      "seconds": time.perf_counter() - t0})
         print(f"  {name}: feature {fmt_bytes(rows[-1]['feature_bytes'])} "
               f"({rows[-1]['seconds']:.0f} s)")
     return rows
+
+
+EXACT_LEVERS = ("sampler.cache.", "train.feature_dtype=")
+
+
+def bytes_checks(rows: list[dict[str, Any]]) -> list[Check]:
+    """For each pair of rows where the second only adds caches or a transfer dtype to the
+    first (the same partition and seed order): the same sample bytes, no more feature bytes."""
+    out: list[Check] = []
+    for a in rows:
+        for b in rows:
+            extra = set(b["overrides"]) - set(a["overrides"])
+            if a is b or not set(a["overrides"]) <= set(b["overrides"]) or not extra \
+                    or not all(o.startswith(EXACT_LEVERS) for o in extra):
+                continue
+            sa, sb = a["bytes_by_category"]["sample"], b["bytes_by_category"]["sample"]
+            out.append(check(f"{b['name']!r} samples what {a['name']!r} samples", sa == sb,
+                             f"sample bytes {sb} vs {sa}"))
+            out.append(check(f"{b['name']!r} sends no more feature bytes than {a['name']!r}",
+                             b["feature_bytes"] <= a["feature_bytes"],
+                             f"feature bytes {b['feature_bytes']} vs {a['feature_bytes']}"))
+    return out
 
 
 def print_bytes(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,9 +201,8 @@ def final_state(summary: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 def train(cfg: RunConfig, graph: Graph, keep: bool) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                              dict[str, torch.Tensor]]:
-    """One real run on Ray. A worker lost to something outside the run (this machine is
-    shared) is recovered from the last checkpoint, which reproduces the undisturbed
-    result exactly (bench.faults checks that); the row reports the recovery."""
+    """One real run on Ray. A worker that dies is not recovered (``max_failures=0``): the
+    ``WorkerFailure`` ends the benchmark, which then fails."""
     import shutil
 
     from gnntrain.runtime.coordinator import run_training
@@ -179,7 +210,7 @@ def train(cfg: RunConfig, graph: Graph, keep: bool) -> tuple[dict[str, Any], lis
     key = cfg.model_dump_json() + graph.content_hash()
     if key in _RUNS:  # the same run asked for twice (the smoke version does): train once
         return _RUNS[key]
-    s = run_training(with_overrides(cfg, ["train.max_failures=2", "train.checkpoint_every=1"]),
+    s = run_training(with_overrides(cfg, ["train.max_failures=0", "train.checkpoint_every=1"]),
                      graph=graph, progress=False, console=quiet())
     eps, state = read_metrics(s), final_state(s)
     if not keep:
@@ -194,17 +225,18 @@ _RUNS: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[str, torch.Ten
 def exact_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     ref: dict[str, torch.Tensor] | None = None
-    for name, extra in (EXACT_PLAN[:2] if smoke else EXACT_PLAN):
+    plan = EXACT_PLAN[:2] if smoke else EXACT_PLAN
+    for name, extra in plan:
         s, eps, state = train(with_overrides(cfg0, BASE + extra), graph, keep)
         if ref is None:
             ref = state
         diff = max(float((state[k] - ref[k]).abs().max()) for k in ref)
         rows.append({"name": name, "identical": all(torch.equal(state[k], ref[k]) for k in ref),
+                     "same_partition": _partition(extra) == _partition(plan[0][1]),
                      "max_abs_param_diff": diff, "final_loss": eps[-1]["loss"],
                      "test_acc": eps[-1].get("test_acc"),
                      "cache_hit_rate": eps[-1]["cache_hit_rate"],
-                     "feature_bytes": eps[-1]["comm"]["by_category"]["feature"],
-                     "failures_recovered": len(s.get("failures") or [])})
+                     "feature_bytes": eps[-1]["comm"]["by_category"]["feature"]})
     print(f"\nsame computation? {graph.num_nodes:,}-node graph, 2 Ray workers, "
           f"{cfg0.train.epochs} epochs; reference = first row")
     print(f"{'run':<28} {'final params':>14} {'max |diff|':>11} {'final loss':>11} {'cache hit':>9} "
@@ -214,15 +246,24 @@ def exact_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> lis
         print(f"{r['name']:<28} {'identical' if r['identical'] else 'differ':>14} "
               f"{r['max_abs_param_diff']:>11.2e} {r['final_loss']:>11.6f} {hit:>9} "
               f"{fmt_bytes(r['feature_bytes']):>13}")
-    _note_recoveries(rows)
     return rows
 
 
-def _note_recoveries(rows: list[dict[str, Any]]) -> None:
-    for r in rows:
-        if r.get("failures_recovered"):
-            print(f"note: {r['name']}: {r['failures_recovered']} worker failure(s) recovered from a "
-                  "checkpoint (exact replay)")
+def _partition(overrides: list[str]) -> list[str]:
+    return [o for o in overrides if o.startswith("partition.")]
+
+
+def exact_checks(rows: list[dict[str, Any]]) -> list[Check]:
+    """Rows on the reference's partition end with its parameters, bit for bit."""
+    return [check(f"{r['name']}: final parameters identical to {rows[0]['name']}", r["identical"],
+                  f"max |diff| {r['max_abs_param_diff']:.3e}")
+            for r in rows[1:] if r["same_partition"]]
+
+
+def accuracy_checks(rows: list[dict[str, Any]]) -> list[Check]:
+    return [check(f"accuracy run {r['name']}: loss falls from the first epoch to the last",
+                  r["loss"][-1] < r["loss"][0], f"losses {[round(v, 4) for v in r['loss']]}")
+            for r in rows if len(r["loss"]) > 1]
 
 
 def accuracy_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> list[dict[str, Any]]:
@@ -234,8 +275,7 @@ def accuracy_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> 
                      "loss": [e["loss"] for e in eps],
                      "epoch_s": float(np.mean([e["epoch_s"] for e in eps])),
                      "feature_bytes": float(np.mean([e["comm"]["by_category"]["feature"] for e in eps])),
-                     "seconds": time.perf_counter() - t0,
-                     "failures_recovered": len(s.get("failures") or [])})
+                     "seconds": time.perf_counter() - t0})
         print(f"  {name}: test {100 * rows[-1]['test_acc']:.2f}% ({rows[-1]['seconds']:.0f} s)")
     base = rows[0]["test_acc"]
     print(f"\naccuracy effect, {graph.name} ({graph.num_nodes:,} nodes), 2 Ray workers, METIS, no cache, "
@@ -247,7 +287,6 @@ def accuracy_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> 
         ok = "" if r is rows[0] else ("met" if abs(r["delta_points"]) <= 0.5 else "missed")
         print(f"{r['name']:<26} {100 * r['test_acc']:>8.2f}% {r['delta_points']:>+9.2f} "
               f"{r['loss'][-1]:>10.4f} {fmt_bytes(r['feature_bytes']):>13}  {ok}")
-    _note_recoveries(rows)
     return rows
 
 
@@ -276,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        "loadavg_after": os.getloadavg()[0]}
         path.write_text(json.dumps(out, indent=1, default=str))
 
+    checks: list[Check] = []
     if "bytes" in only:
         cfg = bench_config("synthetic-1m.yaml", SMOKE_1M if args.smoke else [], tag)
         graph = load_dataset(cfg.dataset)
@@ -284,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = bytes_section(cfg, graph, args.smoke)
         out["bytes"] = {"graph": graph.name, "nodes": graph.num_nodes, "k": K_BYTES, "rows": rows,
                         **print_bytes(rows)}
+        checks += bytes_checks(rows)
         save("bytes")
         del graph
     if "exact" in only or "accuracy" in only:
@@ -293,27 +334,43 @@ def main(argv: list[str] | None = None) -> int:
                              ["model.hidden=256", "model.layers=3", "model.dropout=0.5",
                               "sampler.fanouts=[15,10,5]", "cluster.workers=2", "partition.parts=2",
                               *(SMOKE_SMALL if args.smoke else [])], tag)
-        with ray_session(small.cluster, 2):
-            if "exact" in only:
-                tiny = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
-                g = load_dataset(tiny.dataset)
-                out["exact"] = exact_section(tiny, g, args.keep_runs, args.smoke)
-                save("exact")
-            if "accuracy" in only:
-                acc = with_overrides(small, [f"train.epochs={args.acc_epochs}",
-                                             f"train.eval_every={args.acc_epochs}"])
-                if args.smoke:  # the exact check's graph and settings: its first run is reused
-                    acc = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
-                g = load_dataset(acc.dataset)
-                out["accuracy"] = {"graph": g.name, "nodes": g.num_nodes, "epochs": acc.train.epochs,
-                                   "rows": accuracy_section(acc, g, args.keep_runs, args.smoke)}
-                save("accuracy")
+        from gnntrain.runtime.ray_group import WorkerFailure
+
+        try:
+            with ray_session(small.cluster, 2):
+                checks += ray_sections(small, only, args, out, save)
+        except WorkerFailure as e:
+            checks.append(check("no worker died", False, str(e).splitlines()[0][:500]))
     out["total_s"] = time.perf_counter() - t_start
     print(f"\ntotal {out['total_s']:.0f} s; load average now {os.getloadavg()[0]:.2f} "
           f"(was {info['loadavg_1m']})")
+    status = conclude("comm", checks, out)
     path.write_text(json.dumps(out, indent=1, default=str))
     print(f"wrote {path}")
-    return 0
+    return status
+
+
+def ray_sections(small: RunConfig, only: list[str], args: argparse.Namespace, out: dict[str, Any],
+                 save: Callable[[str], None]) -> list[Check]:
+    """The sections that train on Ray (inside the caller's Ray session); their checks."""
+    checks: list[Check] = []
+    if "exact" in only:
+        tiny = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
+        g = load_dataset(tiny.dataset)
+        out["exact"] = exact_section(tiny, g, args.keep_runs, args.smoke)
+        checks += exact_checks(out["exact"])
+        save("exact")
+    if "accuracy" in only:
+        acc = with_overrides(small, [f"train.epochs={args.acc_epochs}",
+                                     f"train.eval_every={args.acc_epochs}"])
+        if args.smoke:  # the exact check's graph and settings: its first run is reused
+            acc = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
+        g = load_dataset(acc.dataset)
+        rows = accuracy_section(acc, g, args.keep_runs, args.smoke)
+        out["accuracy"] = {"graph": g.name, "nodes": g.num_nodes, "epochs": acc.train.epochs, "rows": rows}
+        checks += accuracy_checks(rows)
+        save("accuracy")
+    return checks
 
 
 if __name__ == "__main__":

@@ -32,7 +32,12 @@ kernels are cached on disk, so the first is close, but it is not counted). Accur
 the final test accuracy of full-neighbour inference. Ratios are against DGL at the same
 thread count when it ran, else against our single process. The 1-minute load average
 before and after each run is recorded: other processes share this machine. Nothing here
-asserts a time. JSON goes to bench/out/epoch.json (``epoch-smoke.json``).
+asserts a time; the exit status is 1 when a correctness check fails (``bench.verdict``):
+each of our runs (single process, Ray) lowers its loss from the first epoch to the last and
+ends above the test set's majority-class share, and 1 Ray worker trains what the
+single-process trainer trains (same per-epoch loss; exactly when both used 1 thread). The
+smoke workload uses hidden 64 and lr 0.01, so that two epochs on its 3k-node graph learn.
+JSON goes to bench/out/epoch.json (``epoch-smoke.json``).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from rich.console import Console
 
+from bench.verdict import Check, check, conclude
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
@@ -69,7 +75,7 @@ WORKLOAD = ["sampler.fanouts=[15,10,5]", "sampler.batch_size=1024", "model.arch=
             "model.hidden=256", "model.layers=3", "model.dropout=0.5", "train.lr=0.003",
             "train.optimizer=adam", "train.eval=full"]
 SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
-         "dataset.synthetic.classes=8", "sampler.batch_size=256", "model.hidden=16"]
+         "dataset.synthetic.classes=8", "sampler.batch_size=256", "model.hidden=64", "train.lr=0.01"]
 
 
 # -- helpers shared by the bench modules (comm, faults import them) --------------------
@@ -362,6 +368,36 @@ def print_targets(results: dict[str, dict[str, Any]], threads: list[int]) -> dic
     return out
 
 
+def majority_share(graph: Graph) -> float:
+    """Test accuracy of always predicting the most common test label: the floor to beat."""
+    y = graph.y[graph.test_idx]
+    return float(np.bincount(y).max() / y.size) if y.size else 0.0
+
+
+def checks(results: dict[str, dict[str, Any]], floor: float) -> list[Check]:
+    """Correctness of our runs (``ours<t>``, ``ray<k>`` keys of ``results``); ``floor`` is
+    :func:`majority_share` of the graph."""
+    out: list[Check] = []
+    for key, r in results.items():
+        if not key.startswith(("ours", "ray")):
+            continue
+        if len(r["loss"]) > 1:
+            out.append(check(f"{r['label']}: loss falls from the first epoch to the last",
+                             r["loss"][-1] < r["loss"][0], f"losses {[round(v, 4) for v in r['loss']]}"))
+        acc = r["test_acc"]
+        out.append(check(f"{r['label']}: test accuracy above the majority-class share",
+                         acc is not None and acc > floor, f"test acc {acc}, majority share {floor:.4f}"))
+    if "ray1" in results and "ours1" in results:
+        a, b = results["ray1"], results["ours1"]
+        exact = a["threads"] == b["threads"] == 1
+        same = len(a["loss"]) == len(b["loss"]) and all(
+            x == y if exact else abs(x - y) <= 1e-3 * abs(y) for x, y in zip(a["loss"], b["loss"], strict=False))
+        out.append(check("Ray 1 worker trains what the single process trains (per-epoch loss"
+                         + (", exactly)" if exact else ", within 1e-3: thread counts differ)"), same,
+                         f"Ray {a['loss']} vs single process {b['loss']}"))
+    return out
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="3k-node graph, tiny model (seconds)")
@@ -455,15 +491,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {n}")
     total = time.perf_counter() - t_start
     print(f"total {total:.0f} s; load average now {os.getloadavg()[0]:.2f} (was {info['loadavg_1m']})")
+    out: dict[str, Any] = {"machine": info, "config": cfg.model_dump(mode="json"),
+                           "graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                                     "train": int(graph.train_idx.size)},
+                           "results": results, "steps": steps, "overhead_ratios": ratios, "targets": targets,
+                           "notes": notes, "total_s": total, "argv": sys.argv[1:]}
+    status = conclude("epoch", checks(results, majority_share(graph)), out)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{tag}.json"
-    path.write_text(json.dumps({"machine": info, "config": cfg.model_dump(mode="json"),
-                                "graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
-                                          "train": int(graph.train_idx.size)},
-                                "results": results, "steps": steps, "overhead_ratios": ratios, "targets": targets,
-                                "notes": notes, "total_s": total, "argv": sys.argv[1:]}, indent=1))
+    path.write_text(json.dumps(out, indent=1))
     print(f"wrote {path}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

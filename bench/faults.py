@@ -40,6 +40,7 @@ import torch
 import yaml
 
 from bench.epoch import OUT, REPO, machine, quiet
+from bench.verdict import check, conclude
 from gnntrain.checkpoint import load_latest
 from gnntrain.config import RunConfig, load_config
 from gnntrain.rundir import RunDir
@@ -220,8 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     with ray_session(base.cluster, 2):
         ref_row = run_case("undisturbed (reference)", base, None)
         if not ref_row["finished"]:
-            print(f"the undisturbed run failed: {ref_row['error']}")
-            return 1
+            return conclude("faults", [check("the undisturbed run finishes", False, str(ref_row["error"]))])
         ref = params(Path(ref_row["run_dir"]))
         plan: list[tuple[str, RunConfig, bool]] = [
             ("exit 0/1", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
@@ -271,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(rows)}; total {total:.0f} s")
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{tag}.json"
-    path.write_text(json.dumps({"machine": info, "reference_s": ref_row["wall_s"], "rows": rows,
-                                "injected": injected, "correct": correct, "total_s": total},
-                               indent=1, default=str))
+    out: dict[str, Any] = {"machine": info, "reference_s": ref_row["wall_s"], "rows": rows,
+                           "injected": injected, "correct": correct, "total_s": total}
+    status = conclude("faults", [
+        check(f"{r['scenario']}: finishes with the undisturbed parameters",
+              bool(r["finished"] and r.get("correct")),
+              f"finished {r['finished']}, correct {r.get('correct')}, error {r['error']}") for r in rows], out)
+    path.write_text(json.dumps(out, indent=1, default=str))
     print(f"wrote {path}")
     shutil.rmtree(root, ignore_errors=True)
-    return 0 if correct == len(rows) else 1
+    return status
 
 
 if __name__ == "__main__":

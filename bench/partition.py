@@ -18,6 +18,12 @@ DGL, ``dgl.distributed.partition_graph`` runs on the same graph in a subprocess.
 Real part: Cora, CA-HepPh, GitHub, Tolokers (under ``$GNNTRAIN_DATA``) at k = 2, 4, 8, 16
 for metis, random and ldg (``assign_parts`` only): edge cut, cut / random cut,
 training-node and edge imbalance (max/mean). JSON goes to bench/out/.
+
+Times and memory are reported against their targets, never asserted. Exit status 1 when a
+correctness check fails (``bench.verdict``): every method uses all k parts; our METIS
+(``build_partition_set`` and ``assign_parts``) keeps every balance constraint within the
+allowed load (``partition.methods.allowed_loads``) and cuts fewer edges than random on
+the same graph and k; METIS spill and in-memory modes give the same parts, bare and built.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.verdict import Check, check, conclude
 from gnntrain.config import (
     CsvDataset,
     DatasetConfig,
@@ -48,7 +55,7 @@ from gnntrain.config import (
 from gnntrain.data.synthetic import generate
 from partition import PartitionConfig, assign_parts, build_partition_set
 from partition.graph import Graph
-from partition.methods import metis_target, symmetrize, vertex_weights
+from partition.methods import allowed_loads, metis_target, symmetrize, vertex_weights
 from partition.metis import load_metis, part_graph_kway
 from partition.steps import StepRecorder, current_rss
 
@@ -61,8 +68,7 @@ REAL: dict[str, DatasetConfig] = {
                          labels="musae/target/git_target.csv", label_column="ml_target"),
     "tolokers": HeterophilousDataset(name="tolokers", path="heterophilous/tolokers.npz"),
 }
-RECORDED = "recorded in the issue on another machine, not measured here: pymetis 11.6 s cut 0.19, " \
-           "DGL METIS 8.4 s cut 0.24, random 0.75 (1M/20M)"
+OURS_METIS = ("build metis, spill", "build metis, in memory")
 
 
 def cut_fraction(g: Graph, parts: np.ndarray) -> float:
@@ -74,10 +80,43 @@ def imbalance(parts: np.ndarray, k: int, weights: np.ndarray | None = None) -> f
     return float(load.max() / load.mean())
 
 
-def _stats(g: Graph, parts: np.ndarray, k: int) -> dict[str, float]:
+def balance_excess(g: Graph, parts: np.ndarray, k: int) -> float:
+    """Largest per-part load over the allowed load, over the constraints METIS balances
+    (``partition.methods.vertex_weights`` with the default settings); <= 1 is balanced."""
+    w, _ = vertex_weights(g, PartitionConfig(parts=k))
+    allowed = allowed_loads(w, k, PartitionConfig().imbalance)
+    loads = np.stack([np.bincount(parts, weights=w[:, c], minlength=k) for c in range(w.shape[1])],
+                     axis=1)
+    return float((loads.max(axis=0) / allowed).max())
+
+
+def _stats(g: Graph, parts: np.ndarray, k: int) -> dict[str, Any]:
     return {"cut": cut_fraction(g, parts), "train_imb": imbalance(parts[g.train_idx], k),
             "edge_imb": imbalance(parts, k, g.in_degrees().astype(float)),
-            "node_imb": imbalance(parts, k)}
+            "node_imb": imbalance(parts, k), "parts_used": int(np.unique(parts).size),
+            "balance_excess": balance_excess(g, parts, k)}
+
+
+def row_checks(rows: list[dict[str, Any]], where: str) -> list[Check]:
+    """Correctness of one graph's rows at one k: ``rows`` carry ``row`` (the method), ``k``
+    and :func:`_stats`; the random row is the cut baseline, ``metis`` rows ours."""
+    out: list[Check] = []
+    rand = next((r for r in rows if r["row"] in ("random", "build random")), None)
+    for r in rows:
+        if "error" in r:
+            continue
+        out.append(check(f"{where} {r['row']}: all {r['k']} parts used", r["parts_used"] == r["k"],
+                         f"{r['parts_used']} parts have nodes"))
+        if r["row"] in (*OURS_METIS, "metis"):
+            out.append(check(f"{where} {r['row']}: every constraint within the allowed load",
+                             r["balance_excess"] <= 1.0,
+                             f"max load / allowed = {r['balance_excess']:.4f} (train imb "
+                             f"{r['train_imb']:.3f}, edge imb {r['edge_imb']:.3f}, node imb "
+                             f"{r['node_imb']:.3f})"))
+            if rand is not None:
+                out.append(check(f"{where} {r['row']}: edge cut below random's", r["cut"] < rand["cut"],
+                                 f"cut {r['cut']:.4f}, random {rand['cut']:.4f}"))
+    return out
 
 
 def _bare(g: Graph, sym: Any, w: np.ndarray, k: int, spill: str | None, name: str,
@@ -125,7 +164,7 @@ def _build(g: Graph, cfg: PartitionConfig, root: Path, name: str, repeats: int) 
         best["peak_mib"] = max(best.get("peak_mib", 0.0), peak)
         parts = pset.assignment()
         shutil.rmtree(pset.path)
-    return {"row": name, "k": cfg.parts, **best, **_stats(g, parts, cfg.parts)}
+    return {"row": name, "k": cfg.parts, **best, **_stats(g, parts, cfg.parts), "parts": parts}
 
 
 _DGL_SCRIPT = r"""
@@ -167,7 +206,8 @@ def _dgl(g: Graph, k: int) -> dict[str, Any] | None:
             **_stats(g, np.asarray(res["parts"], dtype=np.int64), k)}
 
 
-def synthetic(nodes: int, ks: list[int], repeats: int, con: Console) -> list[dict[str, Any]]:
+def synthetic(nodes: int, ks: list[int], repeats: int,
+              con: Console) -> tuple[list[dict[str, Any]], list[Check]]:
     base = current_rss()
     t0 = time.perf_counter()
     g = generate(SyntheticConfig(nodes=nodes, avg_degree=20, features=100), name=f"synthetic-{nodes}")
@@ -177,6 +217,7 @@ def synthetic(nodes: int, ks: list[int], repeats: int, con: Console) -> list[dic
               f"{gen_s:.1f} s; CSR + features = {data / MIB:.0f} MiB; RSS before the graph "
               f"{base / MIB:.0f} MiB")
     rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
     root = Path(tempfile.mkdtemp(prefix="partitions-", dir=OUT))
     spill = tempfile.mkdtemp(prefix="metis-spill-", dir=OUT)
     try:
@@ -186,6 +227,8 @@ def synthetic(nodes: int, ks: list[int], repeats: int, con: Console) -> list[dic
             bare_spill = _bare(g, sym, w, k, spill, "bare METIS, spill", repeats)
             bare_mem = _bare(g, sym, w, k, None, "bare METIS, in memory", repeats)
             same = bool(np.array_equal(bare_spill.pop("parts"), bare_mem.pop("parts")))
+            checks.append(check(f"synthetic k={k}: bare METIS gives the same parts with and without "
+                                "spill", same))
             py = _pymetis(g, sym, k)
             del sym, w
             built = [
@@ -195,6 +238,12 @@ def synthetic(nodes: int, ks: list[int], repeats: int, con: Console) -> list[dic
                 _build(g, PartitionConfig(parts=k, method="random"), root, "build random", 1),
                 _build(g, PartitionConfig(parts=k, method="ldg"), root, "build ldg", 1),
             ]
+            built_same = bool(np.array_equal(built[0]["parts"], built[1]["parts"]))
+            checks.append(check(f"synthetic k={k}: build_partition_set gives the same parts with "
+                                "and without spill", built_same))
+            for b in built:
+                del b["parts"]
+            checks += row_checks(built, f"synthetic k={k}")
             for b, bare in ((built[0], bare_spill), (built[1], bare_mem)):
                 b["vs_bare"] = b["seconds"] / bare["seconds"]
                 b["cpu_vs_bare"] = b["cpu_seconds"] / bare["cpu_seconds"]
@@ -249,17 +298,18 @@ def synthetic(nodes: int, ks: list[int], repeats: int, con: Console) -> list[dic
                   f"{b['cut']:.3f} vs {d['cut']:.3f}, train imbalance {b['train_imb']:.3f} vs "
                   f"{d['train_imb']:.3f} (target <= 1.05): {'met' if ok else 'missed'}")
     if not os.environ.get("GNNTRAIN_DGL_PYTHON"):
-        con.print("  DGL: skipped (set GNNTRAIN_DGL_PYTHON to a Python with DGL to run it); " + RECORDED)
-    return [{**r, "graph": g.name, "generate_seconds": gen_s, "data_bytes": data} for r in rows]
+        con.print("  DGL: skipped (set GNNTRAIN_DGL_PYTHON to a Python with DGL to run it)")
+    return [{**r, "graph": g.name, "generate_seconds": gen_s, "data_bytes": data} for r in rows], checks
 
 
-def real(names: list[str], ks: list[int], con: Console) -> list[dict[str, Any]]:
+def real(names: list[str], ks: list[int], con: Console) -> tuple[list[dict[str, Any]], list[Check]]:
     from gnntrain.data import load_dataset
 
     rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
     if not data_root().is_dir():
         con.print(f"real graphs: skipped, {data_root()} not found (set GNNTRAIN_DATA)")
-        return rows
+        return rows, checks
     for name in names:
         g = load_dataset(REAL[name])
         for k in ks:
@@ -268,6 +318,7 @@ def real(names: list[str], ks: list[int], con: Console) -> list[dict[str, Any]]:
                 t0 = time.perf_counter()
                 parts = assign_parts(g, PartitionConfig(parts=k, method=method))
                 found[method] = {"seconds": time.perf_counter() - t0, **_stats(g, parts, k)}
+            checks += row_checks([{"row": m, "k": k, **r} for m, r in found.items()], f"{name} k={k}")
             for method, r in found.items():
                 rows.append({"graph": name, "nodes": g.num_nodes, "edges": g.num_edges, "k": k,
                              "method": method, **r, "vs_random": r["cut"] / found["random"]["cut"]})
@@ -279,7 +330,7 @@ def real(names: list[str], ks: list[int], con: Console) -> list[dict[str, Any]]:
         t.add_row(r["graph"], str(r["k"]), r["method"], f"{r['cut']:.3f}", f"{r['vs_random']:.2f}",
                   f"{r['train_imb']:.3f}", f"{r['edge_imb']:.3f}", f"{r['node_imb']:.3f}", f"{r['seconds']:.2f}")
     con.print(t)
-    return rows
+    return rows, checks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,14 +344,17 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     con = Console(width=max(Console().width, 160))
     nodes, ks = (20_000, [4]) if args.smoke else (args.nodes, [int(k) for k in args.ks.split(",")])
-    result: dict[str, Any] = {"smoke": args.smoke, "synthetic": synthetic(nodes, ks, args.repeats, con)}
+    rows, checks = synthetic(nodes, ks, args.repeats, con)
+    result: dict[str, Any] = {"smoke": args.smoke, "synthetic": rows}
     if not args.skip_real:
         names, real_ks = (["cora"], [2, 4]) if args.smoke else (list(REAL), [2, 4, 8, 16])
-        result["real"] = real(names, real_ks, con)
+        result["real"], more = real(names, real_ks, con)
+        checks += more
+    status = conclude("partition", checks, result)
     path = OUT / ("partition-smoke.json" if args.smoke else "partition.json")
     path.write_text(json.dumps(result, indent=1) + "\n")
     con.print(f"wrote {path}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ usual pure-numpy approach) as the always-available baseline, and DGL's
 ``NeighborSampler`` (fanouts [5, 10, 15], input layer first) in a subprocess when
 ``GNNTRAIN_DGL_PYTHON`` names a Python that has DGL. Ratios are against DGL at the same
 thread count when it ran, else against the numpy baseline. JSON goes to bench/out/.
+
+Before timing, the first batches are checked against the sampler's contract (exit status 1
+when a check fails, ``bench.verdict``): every sampled edge is an edge of the graph, each
+node gets min(in-degree, fanout) distinct neighbours, ``input_nodes`` start with the
+seeds and the blocks chain, and the thread pool yields the same batches as one thread.
+Times are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ from typing import Any
 
 import numpy as np
 
+from bench.verdict import Check, check, conclude
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
-from samplers import CSRSource, NeighborSampler
+from samplers import CSRSource, NeighborSampler, SampledBatch
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024
 OUT = Path(__file__).resolve().parent / "out"
-RECORDED_DGL = {"100k/2M": 60_000, "1M/20M": 23_000}  # seeds/s, 1 thread, measured before
+CHECK_BATCHES = 3
 
 
 def numpy_baseline(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
@@ -60,6 +67,70 @@ def numpy_baseline(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
         nodes = uniq[new_order]
         total += int(dst.size)
     return total
+
+
+def batch_problems(batch: SampledBatch, seeds: np.ndarray, indptr: np.ndarray,
+                   edge_keys: np.ndarray) -> dict[str, str]:
+    """What in one batch breaks the sampler's contract, by check name (empty: nothing).
+    ``edge_keys``: the graph's edges as sorted ``dst * N + src``."""
+    n = indptr.size - 1
+    bad: dict[str, str] = {}
+    b = seeds.size
+    if not (np.array_equal(batch.seeds, seeds) and np.array_equal(batch.input_nodes[:b], seeds)
+            and batch.blocks[-1].num_dst == b):
+        bad["seeds first"] = "input_nodes[:B] != the batch's seeds, or the last block's dst count != B"
+    if np.unique(batch.input_nodes).size != batch.input_nodes.size:
+        bad["input nodes unique"] = "a node appears twice in input_nodes"
+    for i, blk in enumerate(batch.blocks):
+        fanout = FANOUTS[len(batch.blocks) - 1 - i]
+        src_l, dst_l = blk.edge_index.numpy()
+        if i + 1 < len(batch.blocks) and blk.num_dst != batch.blocks[i + 1].num_src:
+            bad["blocks chain"] = f"block {i} has {blk.num_dst} dst, block {i + 1} {batch.blocks[i + 1].num_src} src"
+        if src_l.size and (src_l.max() >= blk.num_src or dst_l.max() >= blk.num_dst):
+            bad["local ids in range"] = f"block {i}: a local id past num_src/num_dst"
+            continue
+        src, dst = batch.input_nodes[src_l], batch.input_nodes[dst_l]
+        keys = dst * n + src
+        pos = np.minimum(np.searchsorted(edge_keys, keys), edge_keys.size - 1)
+        missing = int(np.count_nonzero(edge_keys[pos] != keys))
+        if missing:
+            bad["sampled edges exist"] = f"block {i}: {missing} of {keys.size} edges not in the graph"
+        deg = indptr[batch.input_nodes[:blk.num_dst] + 1] - indptr[batch.input_nodes[:blk.num_dst]]
+        got = np.bincount(dst_l, minlength=blk.num_dst)
+        if not np.array_equal(got, np.minimum(deg, fanout)) or np.unique(keys).size != keys.size:
+            wrong = int(np.count_nonzero(got != np.minimum(deg, fanout)))
+            bad["min(deg, fanout) distinct neighbours"] = (
+                f"block {i} (fanout {fanout}): {wrong} nodes with another count, "
+                f"{keys.size - np.unique(keys).size} repeated edges")
+    return bad
+
+
+def verify(sampler: NeighborSampler, indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
+           threads: int, label: str) -> list[Check]:
+    """The sampler's contract on the first batches of ``seeds``, one thread and ``threads``."""
+    n = indptr.size - 1
+    edge_keys = np.sort(np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices)
+    use = seeds[:CHECK_BATCHES * BATCH]
+    one = list(sampler.iter_batches(use, BATCH, key=7, shuffle=False))
+    bad: dict[str, str] = {}
+    for i, batch in enumerate(one):
+        for name, what in batch_problems(batch, use[i * BATCH:(i + 1) * BATCH], indptr,
+                                         edge_keys).items():
+            bad.setdefault(name, f"batch {i}: {what}")
+    names = ["seeds first", "input nodes unique", "blocks chain", "local ids in range",
+             "sampled edges exist", "min(deg, fanout) distinct neighbours"]
+    out = [check(f"{label}: {name}", name not in bad, bad.get(name, f"{len(one)} batches"))
+           for name in names]
+    if threads > 1:
+        many = list(sampler.iter_batches(use, BATCH, key=7, shuffle=False, num_threads=threads))
+        same = len(many) == len(one) and all(
+            np.array_equal(a.input_nodes, b.input_nodes)
+            and all(np.array_equal(x.edge_index.numpy(), y.edge_index.numpy())
+                    for x, y in zip(a.blocks, b.blocks, strict=True))
+            for a, b in zip(one, many, strict=False))
+        out.append(check(f"{label}: {threads} threads sample the same batches as 1", same,
+                         f"{len(one)} batches, key 7"))
+    return out
 
 
 def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
@@ -132,7 +203,7 @@ def _time_dgl(python: str, indptr: np.ndarray, indices: np.ndarray, seeds: np.nd
 
 
 def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: int,
-              repeats: int, dgl_python: str | None) -> list[dict[str, Any]]:
+              repeats: int, dgl_python: str | None) -> tuple[list[dict[str, Any]], list[Check]]:
     t0 = time.perf_counter()
     g = generate(SyntheticConfig(nodes=nodes, avg_degree=20.0, features=1, classes=2,
                                  power_law=2.5, seed=0), name=label)
@@ -142,6 +213,7 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
     n_batches = min(n_batches, seeds.size // BATCH)
     sampler = NeighborSampler(CSRSource(g.indptr, g.indices), FANOUTS)
     sampler.sample(seeds[:BATCH], key=0)  # compile / load the numba cache
+    checks = verify(sampler, g.indptr, g.indices, seeds, threads, label)
     rows: list[dict[str, Any]] = []
     for t in sorted({1, threads}):
         rows.append({"graph": label, "impl": "ours", "threads": t,
@@ -153,7 +225,7 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
             res = _time_dgl(dgl_python, g.indptr, g.indices, seeds, n_batches, t)
             if res is not None:
                 rows.append({"graph": label, "impl": "dgl", "threads": t, **res})
-    return rows
+    return rows, checks
 
 
 def _ratios(rows: list[dict[str, Any]]) -> None:
@@ -179,9 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         plan = [("100k/2M", 100_000, 60, 6), ("1M/20M", 1_000_000, 40, 3)]
     rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
     for label, nodes, nb, npb in plan:
-        rows += run_graph(label, nodes, nb, npb, args.threads, 1 if args.smoke else args.repeats,
-                          dgl_python)
+        graph_rows, graph_checks = run_graph(label, nodes, nb, npb, args.threads,
+                                             1 if args.smoke else args.repeats, dgl_python)
+        rows, checks = rows + graph_rows, checks + graph_checks
     _ratios(rows)
     print(f"\nfanouts {FANOUTS}, batch {BATCH}, uniform without replacement; "
           f"DGL: {'ran' if dgl_python else 'not run (set GNNTRAIN_DGL_PYTHON)'}")
@@ -189,19 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['graph']:<9} {r['impl']:<6} {r['threads']:>3} {r['seeds_per_s']:>10,.0f} "
               f"{r['edges_per_s']:>12,.0f} {r['ratio']:>6.2f}x  {r['baseline']}")
-    if not args.smoke:
-        for label, seeds_s in RECORDED_DGL.items():
-            ours = [r for r in rows if r["graph"] == label and r["impl"] == "ours"
-                    and r["threads"] == 1]
-            if ours:
-                print(f"{label}: ours 1 thread = {ours[0]['seeds_per_s'] / seeds_s:.2f}x the DGL "
-                      f"figure recorded earlier on this machine ({seeds_s:,} seeds/s; not this run)")
+    result: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, "rows": rows,
+                              "python": sys.version.split()[0]}
+    status = conclude("sampling", checks, result)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / ("sampling-smoke.json" if args.smoke else "sampling.json")
-    path.write_text(json.dumps({"fanouts": FANOUTS, "batch_size": BATCH, "rows": rows,
-                                "python": sys.version.split()[0]}, indent=2))
+    path.write_text(json.dumps(result, indent=2))
     print(f"wrote {path}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@
 Each module (sampling, cache, partition, synthetic, epoch, comm, faults; a module that
 does not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
 own process (its own Ray instance, its own memory), with a time limit. Their output
-goes straight through; a summary table follows. JSON goes to bench/out/smoke.json.
+goes straight through; a summary table follows. A module fails when it exits non-zero
+(a correctness check of its own failed, ``bench.verdict``, or it crashed) or runs past the
+limit; the summary names each failed module and its exit status, and the runner exits 1.
+JSON goes to bench/out/smoke.json.
 """
 
 from __future__ import annotations
@@ -23,15 +26,19 @@ BENCH = Path(__file__).resolve().parent
 MODULES = ("sampling", "cache", "partition", "synthetic", "epoch", "comm", "faults")
 
 
+def command(name: str) -> list[str]:
+    """The command line that runs one module's smoke version."""
+    return [sys.executable, "-m", f"bench.{name}", "--smoke"]
+
+
 def run_module(name: str, timeout_s: float) -> dict[str, Any]:
     if not (BENCH / f"{name}.py").is_file():
         return {"module": name, "status": "skipped (no module)", "rc": None, "seconds": 0.0}
     print(f"\n===== python -m bench.{name} --smoke =====", flush=True)
     t0 = time.perf_counter()
     try:
-        rc = subprocess.run([sys.executable, "-m", f"bench.{name}", "--smoke"], cwd=BENCH.parent,
-                            timeout=timeout_s).returncode
-        status = "ok" if rc == 0 else "FAILED"
+        rc = subprocess.run(command(name), cwd=BENCH.parent, timeout=timeout_s).returncode
+        status = "ok" if rc == 0 else f"FAILED (exit {rc})"
     except subprocess.TimeoutExpired:
         rc, status = None, f"FAILED (over {timeout_s:.0f} s)"
     return {"module": name, "status": status, "rc": rc, "seconds": time.perf_counter() - t0}
@@ -53,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['module']:<10} {r['status']:<24} {r['seconds']:>8.1f}")
     failed = [r["module"] for r in rows if r["status"].startswith("FAILED")]
-    print(f"total {total:.1f} s; {'all smoke benchmarks passed' if not failed else 'FAILED: ' + ', '.join(failed)}")
+    print(f"total {total:.1f} s; {'all smoke benchmarks passed' if not failed else 'FAILED: ' + ', '.join(failed)}",
+          flush=True)
     out = BENCH / "out"
     out.mkdir(parents=True, exist_ok=True)
     (out / "smoke.json").write_text(json.dumps({"rows": rows, "total_s": total}, indent=1))

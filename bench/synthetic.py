@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.verdict import check, conclude
+
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -273,13 +275,17 @@ def main(argv: list[str] | None = None) -> int:
         result["csv"] = csv_loading(rows, min(rows, 20_000 if args.smoke else 1_000_000),
                                     nodes=20_000 if args.smoke else 1_000_000)
     _print(result)
-    if not result["same_graph"]:
-        print("ERROR: chunked and one-shot builds differ", file=sys.stderr)
+    gen = result["generation"]
+    status = conclude("synthetic", [
+        check("the chunked and one-shot generators build the same graph", result["same_graph"],
+              f"content hashes {sorted({r['hash'] for r in ok})}"),
+        *[check(f"generation {r['method']} ran", "error" not in r, r.get("error", "")) for r in gen],
+    ], result)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / ("synthetic-smoke.json" if args.smoke else f"synthetic-{nodes}.json")
     path.write_text(json.dumps(result, indent=2))
     print(f"wrote {path}")
-    return 0 if result["same_graph"] and all("error" not in r for r in result["generation"]) else 1
+    return status
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import socket
 import time
 from datetime import timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from gnntrain.checkpoint import state_digest
 from gnntrain.config import RunConfig
 from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.comm import payload_bytes
@@ -96,13 +96,18 @@ class WorkerActor:
         self.degrees = pset.global_degrees()
         self.num_classes = int(pset.num_classes)
         self.core: WorkerCore | None = None
+        self._store: Any = None
 
     def address(self) -> tuple[str, int]:
-        """This node's IP and a free port, for the gloo rendezvous (asked of rank 0)."""
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return ray.util.get_node_ip_address(), int(port)
+        """Open the gloo rendezvous store on a port the OS picks, and return this node's IP
+        and that port (asked of rank 0). The store keeps the port bound, so no other
+        process can take it between choosing and using it."""
+        import torch.distributed as dist
+
+        self._store = dist.TCPStore("0.0.0.0", 0, self.world, is_master=True,
+                                    timeout=timedelta(seconds=self.cfg.cluster.collective_timeout_s),
+                                    wait_for_workers=False)
+        return ray.util.get_node_ip_address(), int(self._store.port)
 
     def pid(self) -> int:
         return os.getpid()
@@ -113,9 +118,11 @@ class WorkerActor:
         cc = self.cfg.cluster
         if self.world > 1:
             backend = "nccl" if self.cfg.train.device == "cuda" else "gloo"
-            dist.init_process_group(backend, init_method=f"tcp://{master[0]}:{master[1]}",
-                                    rank=self.rank, world_size=self.world,
-                                    timeout=timedelta(seconds=cc.collective_timeout_s))
+            timeout = timedelta(seconds=cc.collective_timeout_s)
+            store = self._store if self.rank == 0 else dist.TCPStore(
+                master[0], master[1], self.world, is_master=False, timeout=timeout)
+            dist.init_process_group(backend, store=store, rank=self.rank, world_size=self.world,
+                                    timeout=timeout)
 
         def allreduce(t: torch.Tensor) -> torch.Tensor:
             if self.world > 1:
@@ -158,6 +165,9 @@ class WorkerActor:
 
     def state(self) -> dict[str, Any]:
         return self._c().state()
+
+    def state_digest(self) -> str:
+        return state_digest(self._c().state())
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._c().load_state(state)
@@ -219,7 +229,7 @@ def actor_class(serve_threads: int = 4) -> Any:
         setattr(cls, name, ray.method(concurrency_group="serve")(getattr(WorkerActor, name)))
     for name in ("address", "pid", "setup", "setup_cache", "train_epoch", "eval_sampled",
                  "eval_begin", "eval_layer", "eval_counts", "comm_snapshot", "state",
-                 "load_state", "shutdown"):
+                 "state_digest", "load_state", "shutdown"):
         setattr(cls, name, ray.method(concurrency_group="train")(getattr(WorkerActor, name)))
     return ray.remote(concurrency_groups={"train": 1, "serve": serve_threads})(cls)  # type: ignore[call-overload]
 
@@ -360,8 +370,11 @@ class RayGroup(WorkerGroup):
         return self._all("comm_snapshot", phase="accounting")
 
     def state(self) -> dict[str, Any]:
+        """Rank 0's model and optimizer state, plus a digest of every rank's own state
+        (``rank_digests``; all equal unless a replica drifted)."""
+        digests = self._get([a.state_digest.remote() for a in self.actors], "checkpoint")
         out: dict[str, Any] = self._get([self.actors[0].state.remote()], "checkpoint")[0]
-        return out
+        return {**out, "rank_digests": digests}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._all("load_state", state, phase="restore")

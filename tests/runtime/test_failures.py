@@ -131,15 +131,15 @@ def _interrupt_run(tmp_path: Path, *extra: str) -> tuple[int, str, set[int], flo
                                 preexec_fn=default_sigint)
     pids: set[int] = set()
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not list((tmp_path / "runs").glob("*/metrics.jsonl")):
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(pids) < 2:
             assert proc.poll() is None, log.read_text()
             # embedded: the run's own workers; joined: the workers the cluster started for it
             pids |= {p.pid for p in worker_processes(psutil.Process(proc.pid))} | {
                 p.pid for p in worker_processes()}
             time.sleep(0.2)
-        assert list((tmp_path / "runs").glob("*/metrics.jsonl")), "the run never finished an epoch"
-        assert len(pids) >= 2, "never saw the run's workers"
+        assert len(pids) >= 2, f"never saw the run's workers:\n{log.read_text()[-3000:]}"
+        time.sleep(2)
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         try:
@@ -153,7 +153,7 @@ def _interrupt_run(tmp_path: Path, *extra: str) -> tuple[int, str, set[int], flo
     return rc, log.read_text(), pids, took
 
 
-EXIT_AFTER_SIGINT_S = 30.0  # ~3 s measured on 2 loaded cores
+EXIT_AFTER_SIGINT_S = 60.0  # ~3 s measured on 2 cores; generous for a loaded machine
 
 
 def test_ctrl_c_releases_every_actor(tmp_path: Path) -> None:

@@ -15,12 +15,11 @@ import pytest
 
 from gnntrain.checkpoint import state_digest
 from gnntrain.config import RunConfig
-from gnntrain.data.graph import Graph
 from gnntrain.engine import epoch_batches, locality_order
 from gnntrain.runtime.driver import FitResult, fit
 from gnntrain.runtime.loopback import LoopbackGroup
 from partition import build_partition_set
-from tests.conftest import make_graph
+from tests.conftest import Graph, csr_from_edges, make_graph  # wherever the graph type lives
 from tests.runtime.helpers import tiny_cfg
 
 GRAPH = make_graph(600, avg_degree=8, seed=11)
@@ -29,8 +28,6 @@ GRAPH = make_graph(600, avg_degree=8, seed=11)
 def homophilous_graph(n: int = 600, classes: int = 4, seed: int = 12) -> Graph:
     """Edges mostly inside a class (90%), so aggregating neighbours helps: GCN and GAT,
     which mix a node with its neighbours, learn here (on GRAPH's random edges they barely do)."""
-    from gnntrain.data.graph import csr_from_edges
-
     g = make_graph(n, num_classes=classes, seed=seed)
     rng = np.random.default_rng(seed)
     by_class = [np.flatnonzero(g.y == c) for c in range(classes)]

@@ -3,12 +3,20 @@
 Every random stream of training is re-derived from (seed, epoch, step, rank) at the
 start of each epoch, so a checkpoint taken at an epoch boundary plus the same config
 continues to exactly the parameters an uninterrupted run reaches.
+
+A checkpoint holds one worker's model and optimizer state (all replicas are equal
+after every step) and, from a distributed run, ``rank_digests``: a digest of every
+worker's own state at the same moment (:func:`state_digest`), so a replica that drifted
+from the others is visible in the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +25,10 @@ import torch
 from gnntrain.rundir import RunDir, atomic_write_bytes
 
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int) -> Path:
@@ -31,18 +43,55 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int) -
 
 
 def list_checkpoints(run: RunDir) -> list[Path]:
+    """The run's checkpoint files, oldest first (temp files of unfinished writes excluded)."""
     d = run.path / "checkpoints"
     if not d.is_dir():
         return []
     return sorted(p for p in d.iterdir() if _NAME.match(p.name))
 
 
-def load_latest(run: RunDir) -> dict[str, Any] | None:
-    """The newest readable checkpoint; a corrupt newest one falls back to the one before."""
-    for path in reversed(list_checkpoints(run)):
+def load_latest(run: RunDir, say: Callable[[str], None] = _stderr) -> dict[str, Any] | None:
+    """The newest readable checkpoint; a corrupt newest one falls back to the one before.
+
+    Every checkpoint skipped is reported through ``say`` (one line each, stderr by
+    default), naming the file, the error and the checkpoint used instead.
+    """
+    paths = list_checkpoints(run)
+    for i in range(len(paths) - 1, -1, -1):
+        path = paths[i]
         try:
             out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
             return out
-        except Exception:  # noqa: BLE001 - a torn/corrupt file: try the previous one
-            continue
+        except Exception as e:  # noqa: BLE001 - a torn/corrupt file: try the previous one
+            instead = f"falling back to {paths[i - 1].name}" if i else "no older checkpoint left"
+            say(f"warning: checkpoint {path} is unreadable ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:200] if str(e) else ''}); {instead}")
     return None
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().cpu().contiguous()
+    return f"{t.dtype}{tuple(t.shape)}".encode() + t.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def _feed(h: Any, key: str, value: Any) -> None:
+    h.update(key.encode())
+    if torch.is_tensor(value):
+        h.update(_tensor_bytes(value))
+    elif isinstance(value, dict):
+        for k in sorted(value, key=str):
+            _feed(h, f"{key}.{k}", value[k])
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _feed(h, f"{key}[{i}]", v)
+    else:
+        h.update(repr(value).encode())
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """SHA-256 over every tensor (bytes, dtype, shape) and value of a ``{"model", "opt"}``
+    state: equal digests mean bit-identical model and optimizer state."""
+    h = hashlib.sha256()
+    _feed(h, "model", state["model"])
+    _feed(h, "opt", state["opt"])
+    return h.hexdigest()

@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
+from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -276,6 +277,28 @@ class ClusterConfig(_Frozen):
     collective_timeout_s: float = Field(120.0, gt=0)
     epoch_timeout_s: float = Field(1800.0, gt=0)
     connect_timeout_s: float = Field(20.0, gt=0)
+
+    @model_validator(mode="after")
+    def _address_form(self) -> ClusterConfig:
+        if self.address is not None:
+            parse_address(self.address)
+        return self
+
+
+def parse_address(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a Ray address, None for ``auto`` / ``local``; a malformed one
+    raises ValueError naming the forms allowed."""
+    if address in ("auto", "local"):
+        return None
+    url = urlparse(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = url.hostname, url.port
+    except ValueError:  # a port that is not a number or out of range
+        host, port = None, None
+    if url.scheme not in ("ray", "") or not host or not port or url.path not in ("", "/"):
+        raise ValueError(f"cluster.address={address!r}: expected 'auto', 'local', 'HOST:PORT' or "
+                         "'ray://HOST:PORT' (port 1-65535)")
+    return host, port
 
 
 class FaultConfig(_Frozen):

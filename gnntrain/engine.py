@@ -212,14 +212,23 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
         local = torch.stack([torch.tensor(float(out.count), device=device),
                              out.loss_sum.detach().to(torch.float32)])
         stats.state = task.merge([stats.state, out.state])
-    # gradient sync: one flat buffer holding every gradient plus (count, loss)
-    buf = torch.cat([flat_grads(model).to(device), local])
+    # gradient sync: one flat buffer holding every gradient, the float buffers (BatchNorm
+    # running statistics, averaged so replicas stay equal, as SyncBatchNorm-style training
+    # expects) and (count, loss, 1); the last sums to the number of workers
+    floats = [b for b in model.buffers() if b.is_floating_point()]
+    buf = torch.cat([flat_grads(model).to(device), *[b.reshape(-1).to(torch.float32) for b in floats],
+                     local, torch.ones(1, device=device)])
     t1 = time.perf_counter()
     buf = allreduce(buf)
     t2 = time.perf_counter()
-    count = float(buf[-2])
+    count, world = float(buf[-3]), float(buf[-1])
+    n_grad = buf.numel() - 3 - sum(b.numel() for b in floats)
+    offset = n_grad
+    for b in floats:
+        b.copy_((buf[offset:offset + b.numel()] / world).view_as(b))
+        offset += b.numel()
     if count > 0:
-        set_flat_grads(model, buf[:-2] / count)
+        set_flat_grads(model, buf[:n_grad] / count)
         opt.step()
     stats.steps += 1
     stats.examples += int(local[0])

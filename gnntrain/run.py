@@ -12,12 +12,14 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from gnntrain.checkpoint import list_checkpoints
 from gnntrain.config import ConfigError, RunConfig, load_config
 from gnntrain.rundir import RunDir
 
@@ -51,10 +53,60 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunDir | None]:
         overrides += [f"cluster.workers={args.workers}", f"partition.parts={args.workers}"]
     if args.address:
         overrides.append(f"cluster.address={args.address}")
+    resumed = None
     if args.resume is not None:
-        run = RunDir.open(args.resume)
-        return load_config(raw=run.read_config_raw(), overrides=overrides), run
-    return load_config(args.config or DEFAULT_CONFIG, overrides), None
+        resumed = RunDir.open(args.resume)
+        if not list_checkpoints(resumed):
+            raise ConfigError(f"--resume {args.resume}: the run has no checkpoint to continue from "
+                              f"(nothing in {resumed.path / 'checkpoints'}); start a new run instead")
+        cfg = load_config(raw=resumed.read_config_raw(), overrides=overrides)
+    else:
+        cfg = load_config(args.config or DEFAULT_CONFIG, overrides)
+    check_startable(cfg, single_process=args.single_process)
+    return cfg, resumed
+
+
+def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
+    """What can be known about this machine before Ray starts: the run root is writable;
+    an embedded Ray has the CPUs and the CUDA device the config asks for."""
+    root = Path(cfg.train.run_root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"train.run_root={str(root)!r}: cannot create run directories there "
+                          f"({e.strerror or e}); choose a writable directory") from None
+    embedded = single_process or not (cfg.cluster.address or os.environ.get("RAY_ADDRESS"))
+    if not embedded:  # a cluster's CPUs and GPUs are checked when the workers are placed
+        return
+    if cfg.train.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("train.device='cuda' but this machine has no usable CUDA device "
+                              "(torch.cuda.is_available() is False); set train.device=cpu, or "
+                              "join a cluster with GPUs (--address)")
+    cc = cfg.cluster
+    if cc.cpus_per_worker is not None and not single_process:
+        total = max(1, round(cc.num_cpus)) if cc.num_cpus else (os.cpu_count() or 1)
+        need = cc.cpus_per_worker * cc.workers
+        if need > total + 1e-9:
+            raise ConfigError(
+                f"cluster.cpus_per_worker={cc.cpus_per_worker:g} x {cc.workers} workers needs "
+                f"{need:g} CPUs but the embedded Ray has {total}; lower cluster.cpus_per_worker "
+                "(or leave it unset to share the CPUs), or use fewer workers")
+
+
+def one_line(e: BaseException) -> str:
+    """An error message on one line (a config error lists one field per line)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} " + "; ".join(lines[1:])
+    return "; ".join(lines) or type(e).__name__
+
+
+def fail(e: BaseException) -> int:
+    print(f"error: {one_line(e)}", file=sys.stderr, flush=True)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, resumed = resolve_config(args)
     except (ConfigError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
+        return fail(e)
+    from gnntrain.runtime.cluster import ClusterError
     from gnntrain.runtime.coordinator import run_training
 
     try:
@@ -77,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - one clear line for the user, details in the log
         from gnntrain.data import DataError, GraphError
 
-        if isinstance(e, ConfigError | DataError | GraphError | ValueError | FileNotFoundError):
-            console.print(f"[red]error:[/red] {e}")
-            return 2
+        if isinstance(e, ConfigError | ClusterError | DataError | GraphError | ValueError
+                      | FileNotFoundError):
+            return fail(e)
         raise
     console.print(f"run directory: {summary['run_dir']}")
     return 0

@@ -39,14 +39,17 @@ def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
     """Sample and fetch exactly as training's epoch ``epoch`` does, without training.
 
     Gradient traffic is added per step as training counts it (the all-reduce buffer:
-    every parameter plus the example count and loss), so the bytes equal a real epoch's.
+    every gradient, the float buffers, the example count, loss and worker count), so the
+    bytes equal a real epoch's.
     """
     a = worker.access
     add_io = a.io_counters()
     batches, keys = worker.trainer.epoch_plan(epoch, steps)
     pipe = a.pipeline(worker.task, batches, keys, need_deg=needs_degrees(worker.model), prefetch=0)
     stats = EpochStats(epoch=epoch)
-    grad_bytes = 4 * (sum(p.numel() for p in worker.model.parameters()) + 2)
+    model = worker.model
+    grad_bytes = 4 * (sum(p.numel() for p in model.parameters())
+                      + sum(b.numel() for b in model.buffers() if b.is_floating_point()) + 3)
     for item in pipe:
         stats.steps += 1
         stats.examples += int(item.batch.y.shape[0]) if item.batch is not None else 0

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,8 +123,9 @@ class _Writer:
     gathers release the GIL), so part ``p`` is written while part ``p + 1`` is gathered.
     At most two parts' arrays are alive at once."""
 
-    def __init__(self, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, pool: ThreadPoolExecutor, on_write: Callable[[str], None] | None) -> None:
         self.pool = pool
+        self.on_write = on_write
         self.pending: list[tuple[str, Future[FileEntry]]] = []
         self.files: dict[str, FileEntry] = {}
 
@@ -133,16 +135,18 @@ class _Writer:
     def drain(self) -> None:
         for rel, fut in self.pending:
             self.files[rel] = fut.result()
+            if self.on_write is not None:
+                self.on_write(rel)
         self.pending.clear()
 
 
 def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
-               rec: StepRecorder, key: str) -> None:
+               rec: StepRecorder, key: str, on_write: Callable[[str], None] | None) -> None:
     with rec("renumber"):
         ren = Renumbering(parts, cfg.parts)
         new_splits = {s: np.sort(ren.new_of[graph.split_idx(s)]) for s in ("train", "val", "test")}
     with rec("write"), ThreadPoolExecutor(1, thread_name_prefix="partition-writer") as pool:
-        w = _Writer(pool)
+        w = _Writer(pool, on_write)
         w.submit(tmp, "global_degrees.npy", graph.in_degrees()[ren.perm])
         w.submit(tmp, "new_ids.npy", ren.new_of)
         w.submit(tmp, "orig_ids.npy", ren.perm)
@@ -168,6 +172,8 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
         library={"numpy": np.__version__, "format": str(FORMAT_VERSION)})
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
     (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    if on_write is not None:
+        on_write("meta.json")
 
 
 def _move_into_place(tmp: Path, path: Path) -> None:
@@ -190,7 +196,8 @@ def _move_into_place(tmp: Path, path: Path) -> None:
 
 
 def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | None = None, *,
-                        force: bool = False) -> PartitionSet:
+                        force: bool = False, on_write: Callable[[str], None] | None = None
+                        ) -> PartitionSet:
     """Partition ``graph`` and write the set under ``root`` (default ``cfg.root``).
 
     Returns the existing set, without rework, when one with the same graph hash and
@@ -199,6 +206,10 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
     are recorded in ``meta.steps``; when no set of the same graph name, method and k
     exists yet, the graph's content hash is computed on a second thread while the graph
     is partitioned, and the ``hash`` step is only the wait for it.
+
+    ``on_write(rel_path)`` is called after each file of the new set is written (last
+    ``meta.json``), before the set is renamed into place; tests use it to interrupt the
+    write step at a known file.
     """
     check_request(graph, cfg)
     root = Path(cfg.root if root is None else root)
@@ -222,7 +233,7 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
             with rec("hash"):  # the wait for the background hash, usually ~0
                 graph_hash = hashing.result()
         path = set_path(root, graph, cfg)
-        _write_set(tmp, graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1])
+        _write_set(tmp, graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1], on_write)
         _move_into_place(tmp, path)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -145,9 +145,12 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             TensorBoardLog(run.path).log_epoch(rec)  # no-op unless tensorboard is installed
             every = cfg.train.checkpoint_every
             if last or (every and (epoch + 1) % every == 0):
+                # rank 0's state, plus a digest of every rank's own state (all equal unless a
+                # replica drifted)
                 state = group.call_one(0, "state", phase="checkpoint")
-                save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **state},
-                                cfg.train.keep_checkpoints)
+                digests = group.call("state_digest", phase="checkpoint")
+                save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **state,
+                                                 "rank_digests": digests}, cfg.train.keep_checkpoints)
         res.epochs.append(rec)
         shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
         shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
 from datetime import timedelta
 from typing import Any
@@ -102,13 +101,18 @@ class WorkerActor:
         self.degrees = pset.global_degrees()
         self.num_classes = int(pset.num_classes)
         self.worker: Worker | None = None
+        self._store: Any = None
 
     def address(self) -> tuple[str, int]:
-        """This node's IP and a free port, for the gloo rendezvous (asked of rank 0)."""
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return ray.util.get_node_ip_address(), int(port)
+        """Open the gloo rendezvous store on a port the OS picks, and return this node's IP
+        and that port (asked of rank 0). The store keeps the port bound, so no other
+        process can take it between choosing and using it."""
+        import torch.distributed as dist
+
+        self._store = dist.TCPStore("0.0.0.0", 0, self.world, is_master=True,
+                                    timeout=timedelta(seconds=self.cfg.cluster.collective_timeout_s),
+                                    wait_for_workers=False)
+        return ray.util.get_node_ip_address(), int(self._store.port)
 
     def pid(self) -> int:
         return os.getpid()
@@ -122,9 +126,11 @@ class WorkerActor:
 
         cc = self.cfg.cluster
         if self.world > 1:
-            dist.init_process_group(backend, init_method=f"tcp://{master[0]}:{master[1]}",
-                                    rank=self.rank, world_size=self.world,
-                                    timeout=timedelta(seconds=cc.collective_timeout_s))
+            timeout = timedelta(seconds=cc.collective_timeout_s)
+            store = self._store if self.rank == 0 else dist.TCPStore(
+                master[0], master[1], self.world, is_master=False, timeout=timeout)
+            dist.init_process_group(backend, store=store, rank=self.rank, world_size=self.world,
+                                    timeout=timeout)
 
         def allreduce(t: torch.Tensor) -> torch.Tensor:
             if self.world == 1:

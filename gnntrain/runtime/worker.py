@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from gnntrain.checkpoint import state_digest
 from gnntrain.config import RunConfig
 from gnntrain.engine import AllReduce
 from gnntrain.models import ModelSpec, build_model, has_layerwise
@@ -43,6 +44,7 @@ CALLS: dict[str, tuple[str, str]] = {
     "eval_results": ("evaluator", "results"),
     "comm_snapshot": ("access", "comm_snapshot"),
     "state": ("trainer", "state"),
+    "state_digest": ("", "state_digest"),
     "load_state": ("trainer", "load_state"),
 }
 """Coordinator calls: name -> (role attribute, or "" for the worker itself; method). They
@@ -103,6 +105,10 @@ class Worker:
 
     def setup_cache(self) -> dict[str, Any]:
         return self.access.setup_cache(self.task)
+
+    def state_digest(self) -> str:
+        """SHA-256 of this worker's model and optimizer state (equal on every replica)."""
+        return state_digest(self.trainer.state())
 
     def call(self, name: str, *args: Any) -> Any:
         """Run coordinator call ``name`` (one of :data:`CALLS`)."""

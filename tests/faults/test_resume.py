@@ -1,7 +1,9 @@
-"""Kill the coordinator, resume the run; corrupt a partition file; interrupt partitioning."""
+"""Kill the coordinator, resume the run from the CLI; corrupt a partition file; interrupt
+the write step of partitioning."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,16 +14,19 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-import torch
 import yaml
 
+from gnntrain.checkpoint import list_checkpoints
 from gnntrain.config import load_config
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
-from tests.conftest import REPO
-from tests.runtime.helpers import final_params
-from tests.runtime.test_failures import wait_dead, wait_no_workers, worker_processes
+from partition import build_partition_set
+from partition.build import set_path
+from partition.config import PartitionConfig
+from tests.conftest import REPO, make_graph
+from tests.runtime.helpers import assert_same_state, final_state
+from tests.runtime.test_failures import assert_nothing_left, wait_dead, worker_processes
 
 
 def write_cfg(tmp_path: Path, epochs: int = 4) -> Path:
@@ -41,10 +46,12 @@ def write_cfg(tmp_path: Path, epochs: int = 4) -> Path:
 
 
 def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(ray_local: None, tmp_path: Path) -> None:
-    """SIGKILL the driver after 2 of 4 epochs; `--resume` finishes with identical parameters
-    to a run that was never interrupted, and the killed run left no worker behind."""
+    """SIGKILL the driver after 2 of 4 epochs and corrupt its newest checkpoint;
+    `python -m gnntrain.run --resume` says it falls back to the previous checkpoint and
+    finishes with the model and optimizer state, on both workers, of a run that was never
+    interrupted (dropout 0.2 and sampling on). The killed run left no worker behind."""
     cfg_path = write_cfg(tmp_path)
-    reference = final_params(run_training(load_config(cfg_path), progress=False))
+    reference = final_state(run_training(load_config(cfg_path), progress=False))
 
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)
@@ -72,17 +79,23 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(ray_local: 
     assert wait_dead(pids, 60) == set(), "killing the coordinator left worker processes behind"
     run_dir = ckpt[0].parent.parent
     assert not (run_dir / "summary.json").exists(), "the killed run must not have finished"
-    assert len(list((run_dir / "checkpoints").iterdir())) < 40
+    kept = list_checkpoints(RunDir(run_dir))
+    assert 2 <= len(kept) < 40
+    newest, previous = kept[-1], kept[-2]
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a torn file
     # resume with the original epoch count (the killed run was told 40, resume says 4)
-    resumed = run_training(load_config(raw=RunDir(run_dir).read_config_raw(), overrides=["train.epochs=4"]),
-                           resume=RunDir(run_dir), progress=False)
-    assert resumed["epochs"] == 4
-    epochs_logged = [int(ln.split('"epoch": ')[1].split(",")[0])
-                     for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    done = subprocess.run([sys.executable, "-m", "gnntrain.run", "--resume", str(run_dir), "--no-progress",
+                           "--set", "train.epochs=4"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"checkpoint {newest} is unreadable" in done.stderr, done.stderr[-3000:]
+    assert f"falling back to {previous.name}" in done.stderr
+    said = "".join(done.stderr.split())  # the terminal output wraps long paths
+    assert f"resuming{run_dir}afterepoch{int(previous.stem.split('-')[1])}" in said
+    assert json.loads((run_dir / "summary.json").read_text())["epochs"] == 4
+    epochs_logged = [json.loads(ln)["epoch"] for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert epochs_logged == [0, 1, 2, 3], "each epoch appears once in metrics.jsonl after resume"
-    got = final_params(resumed)
-    for k in reference:
-        assert torch.equal(reference[k], got[k]), k
+    assert_same_state(final_state({"run_dir": str(run_dir)}), reference, world=2)
 
 
 def test_corrupted_partition_file_is_reported_by_name(ray_local: None, tmp_path: Path) -> None:
@@ -97,31 +110,44 @@ def test_corrupted_partition_file_is_reported_by_name(ray_local: None, tmp_path:
         run_training(cfg, progress=False)
     assert victim.name in str(err.value) and "checksum" in str(err.value).lower()
     assert err.value.rank == 1
-    assert wait_no_workers() == []
+    assert_nothing_left()
 
 
-def test_interrupted_partitioning_leaves_no_half_set(tmp_path: Path) -> None:
-    """SIGKILL `python -m partition` mid-way: no set a later run would pick up; rerun works."""
-    raw = yaml.safe_load(write_cfg(tmp_path).read_text())
-    raw["dataset"]["synthetic"].update({"nodes": 300_000, "avg_degree": 10})
-    cfg_path = tmp_path / "big.yaml"
-    cfg_path.write_text(yaml.safe_dump(raw))
-    out = tmp_path / "parts"
-    cmd = [sys.executable, "-m", "partition", "--config", str(cfg_path), "--parts", "2", "--root", str(out), "--out", str(tmp_path / "report")]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and any(out.iterdir()):
-            break
-        time.sleep(0.02)
-    time.sleep(0.3)
-    proc.kill()
-    proc.wait()
-    complete = [p for p in out.iterdir() if (p / "meta.json").is_file()] if out.exists() else []
-    half = [p for p in out.iterdir() if not p.name.startswith(".")] if out.exists() else []
-    assert complete == half, f"a half-written set is visible: {half}"
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    sets = [p for p in out.iterdir() if (p / "meta.json").is_file()]
-    assert len(sets) == 1
-    assert np.load(next((sets[0] / "part-0").glob("*.npy")), mmap_mode="r").size >= 0
+_KILL_AT = """
+import os, signal, sys
+from partition import build_partition_set
+from partition.config import PartitionConfig
+from tests.conftest import make_graph
+
+def hook(rel):
+    if rel == sys.argv[2]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+build_partition_set(make_graph(3000, seed=5, name="cut"), PartitionConfig(parts=2), sys.argv[1], on_write=hook)
+"""
+
+
+@pytest.mark.parametrize("kill_after", ["new_ids.npy", "part-1/indices.npy", "meta.json"])
+def test_interrupted_partitioning_leaves_no_half_set(tmp_path: Path, kill_after: str) -> None:
+    """SIGKILL inside the write step (after a given file, last after meta.json, just before
+    the rename): the set's directory is absent, only a dot-named temp directory is left,
+    and the next build writes a complete set that round-trips the graph."""
+    root = tmp_path / "parts"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", _KILL_AT, str(root), kill_after], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, f"the hook never fired: {proc.stderr[-2000:]}"
+    graph = make_graph(3000, seed=5, name="cut")
+    cfg = PartitionConfig(parts=2)
+    visible = [p for p in root.iterdir() if not p.name.startswith(".")]
+    assert visible == [], f"a set is visible after the interrupted write: {visible}"
+    leftovers = [p.name for p in root.iterdir()]
+    assert len(leftovers) == 1 and leftovers[0].startswith(".tmp-"), leftovers
+    assert not set_path(root, graph, cfg).exists()
+
+    pset = build_partition_set(graph, cfg, root)
+    assert not pset.reused and pset.path == set_path(root, graph, cfg)
+    pset.check_files(verify=True)  # every checksum in meta.json matches the file
+    for p in range(2):
+        part = pset.load_part(p)
+        assert np.array_equal(np.asarray(part.x), graph.x[np.asarray(part.orig_ids)])

@@ -1,4 +1,4 @@
-"""Configs for in-memory test graphs."""
+"""Configs for in-memory test graphs, and reading back what a run ended with."""
 
 from __future__ import annotations
 
@@ -7,17 +7,19 @@ from typing import Any
 
 import torch
 
-from gnntrain.checkpoint import load_latest
+from gnntrain.checkpoint import load_latest, state_digest
 from gnntrain.config import RunConfig, load_config
 from gnntrain.rundir import RunDir
 
 
 def tiny_cfg(tmp_path: Path, *overrides: str, workers: int = 1, fanouts: str = "[5,5]") -> RunConfig:
+    """2-layer GraphSAGE with dropout and sampling on, so the dropout and sampling streams
+    are part of every equality a test asserts."""
     raw: dict[str, Any] = {
         "dataset": {"name": "tiny", "source": "synthetic"},
         "partition": {"parts": workers, "method": "metis", "root": str(tmp_path / "parts")},
         "sampler": {"fanouts": [5, 5], "batch_size": 32, "prefetch": 1},
-        "model": {"arch": "sage", "hidden": 16, "layers": 2, "dropout": 0.0},
+        "model": {"arch": "sage", "hidden": 16, "layers": 2, "dropout": 0.3},
         "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp_path / "runs")},
         "cluster": {"workers": workers, "call_timeout_s": 60, "collective_timeout_s": 60,
                     "epoch_timeout_s": 120},
@@ -25,7 +27,34 @@ def tiny_cfg(tmp_path: Path, *overrides: str, workers: int = 1, fanouts: str = "
     return load_config(raw=raw, overrides=[f"sampler.fanouts={fanouts}", *overrides])
 
 
-def final_params(summary: dict[str, Any]) -> dict[str, torch.Tensor]:
+def final_state(summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's newest checkpoint: model, optimizer and (distributed) every rank's digest."""
     ckpt = load_latest(RunDir(Path(summary["run_dir"])))
     assert ckpt is not None, "the run wrote no checkpoint"
-    return dict(ckpt["model"])
+    return ckpt
+
+
+def final_params(summary: dict[str, Any]) -> dict[str, torch.Tensor]:
+    return dict(final_state(summary)["model"])
+
+
+def assert_same_state(got: dict[str, Any], want: dict[str, Any], world: int | None = None) -> None:
+    """Bit-identical model parameters and optimizer state; with ``world``, ``got`` must carry
+    a digest from each of the ``world`` workers and every one must equal ``want``'s state
+    (so no replica, not only rank 0, ended anywhere else)."""
+    assert got["model"].keys() == want["model"].keys()
+    for k in want["model"]:
+        assert torch.equal(got["model"][k], want["model"][k]), f"parameter {k} differs"
+    assert got["opt"]["param_groups"] == want["opt"]["param_groups"]
+    assert got["opt"]["state"].keys() == want["opt"]["state"].keys()
+    for i, st in want["opt"]["state"].items():
+        for name, t in st.items():
+            other = got["opt"]["state"][i][name]
+            assert torch.equal(torch.as_tensor(other), torch.as_tensor(t)), f"optimizer {name} of {i} differs"
+    want_digest = state_digest(want)
+    assert state_digest(got) == want_digest
+    if world is not None:
+        digests = got.get("rank_digests")
+        assert digests is not None and len(digests) == world, f"expected {world} rank digests: {digests}"
+        bad = [r for r, d in enumerate(digests) if d != want_digest]
+        assert not bad, f"workers {bad} ended with a different model or optimizer state"

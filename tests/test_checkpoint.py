@@ -1,0 +1,111 @@
+"""Checkpoints and run directories: the last K kept, writes atomic even under SIGKILL,
+a corrupt newest checkpoint falls back (and says so), no run reuses another's directory."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnntrain.checkpoint import list_checkpoints, load_latest, save_checkpoint, state_digest
+from gnntrain.rundir import RunDir
+from tests.conftest import REPO
+
+
+def _state(v: float, n: int = 4) -> dict[str, torch.Tensor | dict]:
+    return {"model": {"w": torch.full((n,), v)}, "opt": {"state": {}, "param_groups": [{"lr": 0.1}]}}
+
+
+def test_keeps_the_last_k(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    for e in range(1, 7):
+        save_checkpoint(run, e, _state(e), keep=3)
+    assert [p.name for p in list_checkpoints(run)] == ["ckpt-00004.pt", "ckpt-00005.pt", "ckpt-00006.pt"]
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".")] == []
+    got = load_latest(run)
+    assert got is not None and got["epochs_done"] == 6 and torch.equal(got["model"]["w"], torch.full((4,), 6.0))
+
+
+def test_corrupt_newest_falls_back_and_says_so(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    for e in (1, 2, 3):
+        save_checkpoint(run, e, _state(e), keep=5)
+    newest = list_checkpoints(run)[-1]
+    newest.write_bytes(b"not a checkpoint")
+    said: list[str] = []
+    got = load_latest(run, say=said.append)
+    assert got is not None and got["epochs_done"] == 2
+    assert len(said) == 1 and str(newest) in said[0] and "falling back to ckpt-00002.pt" in said[0], said
+    for p in list_checkpoints(run):
+        p.write_bytes(b"")
+    said.clear()
+    assert load_latest(run, say=said.append) is None
+    assert len(said) == 3 and "no older checkpoint left" in said[-1]
+
+
+def test_state_digest_sees_every_tensor(tmp_path: Path) -> None:
+    a = _state(1.0)
+    b = _state(1.0)
+    assert state_digest(a) == state_digest(b)
+    b["model"]["w"][2] = torch.nextafter(torch.tensor(1.0), torch.tensor(2.0))  # one ulp
+    assert state_digest(a) != state_digest(b)
+    c = _state(1.0)
+    c["opt"]["state"] = {0: {"exp_avg": torch.zeros(4)}}
+    assert state_digest(a) != state_digest(c)
+
+
+_WRITER = """
+import sys, torch
+from pathlib import Path
+from gnntrain.checkpoint import save_checkpoint
+from gnntrain.rundir import RunDir
+run = RunDir(Path(sys.argv[1]))
+for e in range(1, 10**6):
+    save_checkpoint(run, e, {"model": {"w": torch.full((4_000_000,), float(e))}, "opt": {}}, keep=2)
+    print(e, flush=True)
+"""
+
+
+def test_checkpoint_writes_are_atomic_under_sigkill(tmp_path: Path) -> None:
+    """SIGKILL a process that writes 16 MB checkpoints in a loop, several times at
+    different moments: every ``ckpt-*.pt`` left is complete and holds its own epoch."""
+    for delay in (0.2, 0.6):
+        d = tmp_path / f"run-{delay}"
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(d)], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        try:
+            proc.stdout.readline()  # the first checkpoint is written: the loop is running
+            time.sleep(delay)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        kept = list_checkpoints(RunDir(d))
+        assert kept, "no checkpoint survived"
+        for p in kept:
+            ck = torch.load(p, map_location="cpu", weights_only=False)
+            assert torch.equal(ck["model"]["w"], torch.full((4_000_000,), float(ck["epochs_done"]))), p
+
+
+def test_a_run_never_reuses_another_runs_directory(tmp_path: Path) -> None:
+    runs = [RunDir.create(tmp_path, "same") for _ in range(3)]  # same name, same second
+    assert len({r.path for r in runs}) == 3
+    stamp = runs[0].path.name
+    (tmp_path / f"{stamp}-7").mkdir()  # a directory another run already holds
+    more = [RunDir.create(tmp_path, "same") for _ in range(6)]
+    assert all(r.path.name != f"{stamp}-7" for r in more)
+    assert len({r.path for r in runs + more}) == 9
+    for r in runs + more:
+        assert list(r.path.iterdir()) == [], "a new run directory must be empty"
+
+
+def test_unwritable_run_root_names_the_field(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OSError, match="train.run_root"):
+        RunDir.create(blocker / "runs", "r")

@@ -15,9 +15,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from partition.config import PartitionConfig
+from partition.paths import check_component
 from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
@@ -125,6 +134,12 @@ class DatasetConfig(_Frozen):
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
     normalize_features: Literal["none", "row"] = Field(
         "none", description="'row' divides each feature row by its sum (PyG's NormalizeFeatures)")
+
+    @field_validator("name", "planetoid_name")
+    @classmethod
+    def _one_component(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # both become directory names (run directory, partition set, <path>/<Name>/raw)
+        return v if v is None else check_component(str(info.field_name), v)
 
     @model_validator(mode="after")
     def _consistent(self) -> DatasetConfig:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from gnntrain.config import ConfigError, RunConfig, load_config
 from gnntrain.rundir import RunDir
@@ -68,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, resumed = resolve_config(args)
     except (ConfigError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
+        return _user_error(console, e)
     from gnntrain.runtime.coordinator import run_training
 
     try:
@@ -79,15 +79,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: workers released")
         return 130
-    except Exception as e:  # noqa: BLE001 - one clear line for the user, details in the log
-        from gnntrain.data import DataError, GraphError
-
-        if isinstance(e, ConfigError | DataError | GraphError | ValueError | FileNotFoundError):
-            console.print(f"[red]error:[/red] {e}")
-            return 2
-        raise
+    except (ValueError, FileNotFoundError) as e:  # user errors: config, data, partition, checkpoint
+        return _user_error(console, e)
     console.print(f"run directory: {summary['run_dir']}")
     return 0
+
+
+def _user_error(console: Console, e: BaseException) -> int:
+    """Print ``error: <message>`` (one line, plus the log's path when the run wrote one); exit 2.
+
+    Every user error is a ``ValueError`` (``ConfigError``, ``DataError``, ``GraphError``,
+    ``PartitionError``, ``CheckpointError``, a worker's ``WorkerUserError``) or a missing file;
+    the full traceback is in the run directory's ``error.log``, never on the terminal.
+    """
+    notes = " ".join(f"({n})" for n in getattr(e, "__notes__", []))
+    console.print(f"[red]error:[/red] {escape(str(e))}" + (f" {escape(notes)}" if notes else ""),
+                  soft_wrap=True, highlight=False)
+    return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ import yaml
 
 from gnntrain.checkpoint import CheckpointError, list_checkpoints, load_latest
 from gnntrain.config import ConfigError, load_config
+from gnntrain.data import DataError, load_dataset
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from partition import PartitionFormatError, build_partition_set, open_partition_set
@@ -169,3 +171,22 @@ def test_configs_and_run_configs_are_read_with_safe_load(tmp_path: Path) -> None
     with pytest.raises(yaml.YAMLError):
         load_config(cfg)
     assert not marker.exists()
+
+
+def test_a_planted_planetoid_pickle_is_refused_without_running_it(data_root: Path, tmp_path: Path) -> None:
+    """Planetoid raw files are pickles: each is read by an unpickler that builds only what
+    Planetoid files hold, before PyG's reader sees it."""
+    src = data_root / "planetoid" / "Cora" / "raw"
+    if not src.is_dir():
+        pytest.skip(f"Cora raw files not found under {src}")
+    raw = tmp_path / "Cora" / "raw"
+    shutil.copytree(src, raw)
+    marker = tmp_path / "pwned"
+    (raw / "ind.cora.graph").write_bytes(pickle.dumps({0: [1], 1: _Touch(marker)}, protocol=2))
+    cfg = load_config(raw={"dataset": {"name": "cora", "source": "planetoid", "path": str(tmp_path),
+                                       "planetoid_name": "Cora"}})
+    with pytest.raises(DataError, match=r"ind\.cora\.graph asks to build (builtins|io)\.open"):
+        load_dataset(cfg.dataset)
+    assert not marker.exists()
+    shutil.copy(src / "ind.cora.graph", raw / "ind.cora.graph")
+    assert load_dataset(cfg.dataset).num_nodes == 2708  # the real files pass the same check

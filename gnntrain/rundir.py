@@ -9,6 +9,7 @@
     ├── partition.json     partition-quality report of the set the run trained on
     ├── summary.json       final figures (what the terminal table shows)
     ├── failures.json      worker failures and recoveries (only when there were any)
+    ├── error.log          full traceback of the error that ended the run (only then)
     ├── checkpoints/       ckpt-<epoch>.pt, the last K kept, each written atomically
     └── *.png              loss/accuracy, bytes per epoch, worker heatmap, per-part balance
 

@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, resumed = resolve_config(args)
     except (ConfigError, FileNotFoundError) as e:
         return _user_error(console, e)
+    from gnntrain.runtime.cluster import ClusterError
     from gnntrain.runtime.coordinator import run_training
 
     try:
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: workers released")
         return 130
-    except (ValueError, FileNotFoundError) as e:  # user errors: config, data, partition, checkpoint
+    except (ValueError, FileNotFoundError, ClusterError) as e:  # user errors (see _user_error)
         return _user_error(console, e)
     console.print(f"run directory: {summary['run_dir']}")
     return 0
@@ -89,7 +90,8 @@ def _user_error(console: Console, e: BaseException) -> int:
     """Print ``error: <message>`` (one line, plus the log's path when the run wrote one); exit 2.
 
     Every user error is a ``ValueError`` (``ConfigError``, ``DataError``, ``GraphError``,
-    ``PartitionError``, ``CheckpointError``, a worker's ``WorkerUserError``) or a missing file;
+    ``PartitionError``, ``CheckpointError``, a worker's ``WorkerUserError``), a missing file
+    or a cluster that cannot be reached;
     the full traceback is in the run directory's ``error.log``, never on the terminal.
     """
     notes = " ".join(f"({n})" for n in getattr(e, "__notes__", []))

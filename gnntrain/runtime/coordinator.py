@@ -110,11 +110,13 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
 
 @contextmanager
 def _error_log(run: RunDir) -> Iterator[None]:
-    """On an error, write its full traceback to ``<run>/error.log`` and note the path on it."""
+    """On an error, write its full traceback to ``<run>/error.log`` and note the path on it
+    (a log left by an earlier attempt of a resumed run is removed first)."""
+    log = run.path / "error.log"
+    log.unlink(missing_ok=True)
     try:
         yield
     except Exception as e:
-        log = run.path / "error.log"
         log.write_text("".join(traceback.format_exception(e)))
         e.add_note(f"full traceback: {log}")
         raise

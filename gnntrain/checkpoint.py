@@ -4,6 +4,12 @@ Every random stream of training is re-derived from (seed, epoch, step, rank) at 
 start of each epoch, so a checkpoint taken at an epoch boundary plus the same config
 continues to exactly the parameters an uninterrupted run reaches.
 
+A checkpoint holds only tensors and plain containers (the model and optimizer state
+dicts, the config as a JSON-able dict, ``epochs_done``) and is read with
+``torch.load(weights_only=True)``: a file that would build any other object -- a pickle
+planted in a run directory copied from elsewhere, whose ``__reduce__`` runs code -- is
+refused with :class:`CheckpointError` before anything in it executes.
+
 A checkpoint holds one worker's model and optimizer state (all replicas are equal
 after every step) and, from a distributed run, ``rank_digests``: a digest of every
 worker's own state at the same moment (:func:`state_digest`), so a replica that drifted
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import pickle
 import re
 import sys
 from collections.abc import Callable
@@ -29,6 +36,10 @@ _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint holds objects a gnntrain checkpoint never contains; it is not loaded."""
 
 
 def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int) -> Path:
@@ -60,13 +71,21 @@ def load_latest(run: RunDir, say: Callable[[str], None] = _stderr) -> dict[str, 
     for i in range(len(paths) - 1, -1, -1):
         path = paths[i]
         try:
-            out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+            out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
             return out
+        except pickle.UnpicklingError as e:
+            if "Weights only load failed" in str(e):
+                raise _refusal(path, e) from None
+            _skipped(say, path, e, paths, i)
         except Exception as e:  # noqa: BLE001 - a torn/corrupt file: try the previous one
-            instead = f"falling back to {paths[i - 1].name}" if i else "no older checkpoint left"
-            say(f"warning: checkpoint {path} is unreadable ({type(e).__name__}: "
-                f"{str(e).splitlines()[0][:200] if str(e) else ''}); {instead}")
+            _skipped(say, path, e, paths, i)
     return None
+
+
+def _skipped(say: Callable[[str], None], path: Path, e: BaseException, paths: list[Path], i: int) -> None:
+    instead = f"falling back to {paths[i - 1].name}" if i else "no older checkpoint left"
+    say(f"warning: checkpoint {path} is unreadable ({type(e).__name__}: "
+        f"{str(e).splitlines()[0][:200] if str(e) else ''}); {instead}")
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
@@ -95,3 +114,15 @@ def state_digest(state: dict[str, Any]) -> str:
     _feed(h, "model", state["model"])
     _feed(h, "opt", state["opt"])
     return h.hexdigest()
+
+
+def _refusal(path: Path, e: pickle.UnpicklingError) -> CheckpointError:
+    """The refusal of a checkpoint that would build objects beyond tensors and containers."""
+    found = re.search(r"(GLOBAL \S+ was not an allowed global|Unsupported[^\n]*|"
+                      r"[^\n]*is blocked[^\n]*)", str(e))
+    return CheckpointError(
+        f"checkpoint {path} was not loaded: it asks to build objects other than tensors and "
+        f"plain containers ({found.group(0).strip() if found else 'rejected by weights_only'}), "
+        "which a gnntrain checkpoint never holds; it was altered or written by something else. "
+        "Delete it (and any other file of that run directory you did not write) to resume "
+        "from an earlier checkpoint")

@@ -19,10 +19,19 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from partition.config import PartitionConfig
+from partition.paths import check_component
 from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
@@ -108,6 +117,12 @@ class LoadedDataset(_DatasetBase):
     fallback_dim: int = Field(32, ge=1, description="width of random_projection features")
     normalize_features: Literal["none", "row"] = Field(
         "none", description="'row' divides each feature row by its sum (PyG's NormalizeFeatures)")
+
+    @field_validator("name", "planetoid_name")
+    @classmethod
+    def _one_component(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # both become directory names (run directory, partition set, <path>/<Name>/raw)
+        return v if v is None else check_component(str(info.field_name), v)
 
     @model_validator(mode="after")
     def _split_and_fracs(self) -> LoadedDataset:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from gnntrain.checkpoint import list_checkpoints
 from gnntrain.config import ConfigError, RunConfig, load_config
@@ -104,18 +105,13 @@ def one_line(e: BaseException) -> str:
     return "; ".join(lines) or type(e).__name__
 
 
-def fail(e: BaseException) -> int:
-    print(f"error: {one_line(e)}", file=sys.stderr, flush=True)
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
     try:
         cfg, resumed = resolve_config(args)
     except (ConfigError, FileNotFoundError) as e:
-        return fail(e)
+        return _user_error(console, e)
     from gnntrain.runtime.cluster import ClusterError
     from gnntrain.runtime.coordinator import run_training
 
@@ -126,15 +122,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: workers released")
         return 130
-    except Exception as e:  # noqa: BLE001 - one clear line for the user, details in the log
-        from gnntrain.data import DataError, GraphError
-
-        if isinstance(e, ConfigError | ClusterError | DataError | GraphError | ValueError
-                      | FileNotFoundError):
-            return fail(e)
-        raise
+    except (ValueError, FileNotFoundError, ClusterError) as e:  # user errors (see _user_error)
+        return _user_error(console, e)
     console.print(f"run directory: {summary['run_dir']}")
     return 0
+
+
+def _user_error(console: Console, e: BaseException) -> int:
+    """Print ``error: <message>`` (one line, plus the log's path when the run wrote one); exit 2.
+
+    Every user error is a ``ValueError`` (``ConfigError``, ``DataError``, ``GraphError``,
+    ``PartitionError``, ``CheckpointError``, a worker's ``WorkerUserError``), a missing file
+    or a cluster that cannot be reached;
+    the full traceback is in the run directory's ``error.log``, never on the terminal.
+    """
+    notes = " ".join(f"({n})" for n in getattr(e, "__notes__", []))
+    console.print(f"[red]error:[/red] {escape(one_line(e))}" + (f" {escape(notes)}" if notes else ""),
+                  soft_wrap=True, highlight=False)
+    return 2
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@
     ├── partition.json     partition-quality report of the set the run trained on
     ├── summary.json       final figures (what the terminal table shows)
     ├── failures.json      worker failures and recoveries (only when there were any)
+    ├── error.log          full traceback of the error that ended the run (only then)
     ├── checkpoints/       ckpt-<epoch>.pt, the last K kept, each written atomically
     └── *.png              loss/accuracy, bytes per epoch, worker heatmap, per-part balance
 
-A run never reuses another run's directory: a clash of names gets a ``-N`` suffix.
+A run never reuses another run's directory: a clash of names gets a ``-N`` suffix. The
+name is one path component (:func:`partition.paths.check_component`): a run directory is
+always directly under ``train.run_root``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import yaml
 
 from gnntrain.config import RunConfig
+from partition.paths import check_component, join_under
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -69,9 +73,10 @@ class RunDir:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OSError(f"train.run_root={str(root)!r}: cannot create the run directory: {e}") from e
+        check_component("run name (dataset.name)", name)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for n in range(1000):
-            path = root / (f"{name}-{stamp}" + (f"-{n}" if n else ""))
+            path = join_under(root, f"{name}-{stamp}" + (f"-{n}" if n else ""), "run name (dataset.name)")
             try:
                 path.mkdir()
                 return cls(path)

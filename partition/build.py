@@ -34,6 +34,7 @@ from partition.format import (
 )
 from partition.graph import Graph
 from partition.methods import assign_parts, check_request
+from partition.paths import join_under
 from partition.steps import StepRecorder
 from partition.store import PartitionSet, open_partition_set, settings_of
 
@@ -54,7 +55,8 @@ def _set_prefix(graph: Graph, cfg: PartitionConfig) -> str:
 
 def set_path(root: str | Path, graph: Graph, cfg: PartitionConfig) -> Path:
     """Directory of the set for this graph and these settings (it may not exist yet)."""
-    return Path(root) / (_set_prefix(graph, cfg) + set_key(graph.content_hash(), cfg))
+    return join_under(root, _set_prefix(graph, cfg) + set_key(graph.content_hash(), cfg),
+                      "partition set name (dataset.name)")
 
 
 def _may_exist(root: Path, graph: Graph, cfg: PartitionConfig) -> bool:

@@ -70,6 +70,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from partition.errors import PartitionChecksumError
+from partition.paths import join_under
 from partition.steps import StepStat
 
 __all__ = [
@@ -175,7 +176,7 @@ def _file_sha256(path: Path) -> str:
 
 def check_present(root: Path, rel: str, entry: FileEntry) -> Path:
     """Raise :class:`PartitionChecksumError` if the file is missing or has the wrong size."""
-    path = root / rel
+    path = join_under(root, rel, "meta.json files")
     how = f"delete {root} to rebuild the set (or rerun with force=True / --force)"
     if not path.is_file():
         raise PartitionChecksumError(f"partition file {path} is missing; {how}")

@@ -176,12 +176,16 @@ class PartitionSet:
         return Part(part_id=p, book=self.book, **arrays)
 
     def check_files(self, *, verify: bool = False) -> None:
-        """Check that every file of the set is present with its recorded size (and checksum)."""
+        """Check that every file of the set is present with its recorded size; with
+        ``verify``, then also each file's SHA-256, dtype and shape (one read per file).
+
+        Sizes come first for all files, so a missing or truncated file is named without
+        hashing anything. Raises :class:`PartitionChecksumError` naming the file."""
         for rel, entry in self.meta.files.items():
-            if verify:
-                read_npy(self.path, rel, entry, mmap=True, verify=True)
-            else:
                 check_present(self.path, rel, entry)
+        if verify:
+            for rel, entry in self.meta.files.items():
+                read_npy(self.path, rel, entry, mmap=True, verify=True)
 
     def check_matches(self, graph_hash: str, cfg: PartitionConfig | None = None) -> None:
         """Raise :class:`PartitionFormatError` if the set was built from another graph or settings."""
@@ -230,6 +234,13 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     if len(meta.offsets) != meta.num_parts + 1 or meta.offsets[-1] != meta.num_nodes:
         raise PartitionFormatError(f"{meta_path}: offsets do not cover {meta.num_nodes} nodes in "
                                    f"{meta.num_parts} parts; delete {root} and {rebuild}")
+    expected = set(SET_FILES) | {f"part-{p}/{name}" for p in range(meta.num_parts) for name in PART_FILES}
+    if set(meta.files) != expected:
+        odd = sorted(set(meta.files) ^ expected)[:5]
+        raise PartitionFormatError(
+            f"{meta_path}: 'files' must list exactly the set's files (global_degrees.npy, ..., "
+            f"part-<p>/halo_offsets.npy for p < {meta.num_parts}); these differ: {odd}; "
+            f"delete {root} and {rebuild}")
     pset = PartitionSet(root, meta)
     for name in SET_FILES:
         check_present(root, name, meta.files[name])

@@ -3,11 +3,24 @@
 load the graph -> partition it (or reuse the stored set) -> start Ray and one worker
 per part -> train epoch by epoch -> write the run report. ``--single-process`` replaces
 the middle with the in-process reference worker over the whole graph.
+
+A stored partition set is verified (sizes, then SHA-256 of every file against
+``meta.json``) before Ray starts, so a damaged file is reported by name, not by a worker
+dying at start-up. Any error that ends a run after its directory exists leaves the full
+traceback in ``error.log`` there; a worker that stops on a user error (a ``ValueError``
+of ours: data, partition, config) ends the run with :class:`WorkerUserError`, whose
+message is the worker's own one-line reason.
 """
 
 from __future__ import annotations
 
+import builtins
+import importlib
+import re
 import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +36,11 @@ from gnntrain.runtime.driver import FitResult, fit
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
 from partition.graph import Graph
+
+
+class WorkerUserError(ValueError):
+    """A worker stopped on a user error (bad data, partition set or config): retrying
+    cannot help, and the message is the worker's own reason."""
 
 
 def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir | None = None,
@@ -54,52 +72,69 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     del probe
     run = resume or (RunDir(run_dir) if run_dir else RunDir.create(cfg.train.run_root, cfg.dataset.name))
     run.path.mkdir(parents=True, exist_ok=True)
-    run.write_config(cfg)
+    with _error_log(run):
+        run.write_config(cfg)
 
-    ckpt = load_latest(run) if resume else None
-    start_epoch = int(ckpt["epochs_done"]) if ckpt else 0
-    if resume is not None:
-        run.truncate_metrics(start_epoch)
-        console.print(f"resuming {run.path} after epoch {start_epoch}")
+        ckpt = load_latest(run) if resume else None
+        start_epoch = int(ckpt["epochs_done"]) if ckpt else 0
+        if resume is not None:
+            run.truncate_metrics(start_epoch)
+            console.print(f"resuming {run.path} after epoch {start_epoch}")
 
-    partition_report: dict[str, Any] | None = None
-    failures: list[dict[str, Any]] = []
-    if single_process:
-        workers = 1
-        res = _fit(cfg, LocalGroup(cfg, graph, spec, task), run, task, ckpt, start_epoch, progress)
-    else:
-        from gnntrain.runtime.cluster import ray_session
-        from partition import build_partition_set, quality_report, write_report
+        partition_report: dict[str, Any] | None = None
+        failures: list[dict[str, Any]] = []
+        if single_process:
+            workers = 1
+            res = _fit(cfg, LocalGroup(cfg, graph, spec, task), run, task, ckpt, start_epoch, progress)
+        else:
+            from gnntrain.runtime.cluster import ray_session
+            from partition import build_partition_set, quality_report, write_report
 
-        workers = cfg.cluster.workers
-        pset = build_partition_set(graph, cfg.partition)
-        report = quality_report(graph, pset.assignment(), fanouts=list(cfg.sampler.fanouts),
-                                method=cfg.partition.method, steps=list(pset.meta.steps),
-                                num_parts=pset.num_parts, partition_path=pset.path)
-        write_report(report, run.path)
-        partition_report = report.model_dump(mode="json")
-        del graph  # workers read their own parts from disk
-        with ray_session(cfg.cluster, workers):
-            res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,
-                                               start_epoch, progress, console)
+            workers = cfg.cluster.workers
+            pset = build_partition_set(graph, cfg.partition)
+            if pset.reused:  # a set written by this call was checksummed as it was written
+                pset.check_files(verify=True)
+            report = quality_report(graph, pset.assignment(), fanouts=list(cfg.sampler.fanouts),
+                                    method=cfg.partition.method, steps=list(pset.meta.steps),
+                                    num_parts=pset.num_parts, partition_path=pset.path)
+            write_report(report, run.path)
+            partition_report = report.model_dump(mode="json")
+            del graph  # workers read their own parts from disk
+            with ray_session(cfg.cluster, workers):
+                res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,
+                                                   start_epoch, progress, console)
 
-    epochs = run.metrics()
-    run.write_json("comm.json", {
-        "per_epoch": [{"epoch": e["epoch"], **e["comm"],
-                       **({"evaluation": e["eval_comm"]} if "eval_comm" in e else {})} for e in epochs],
-        "total_by_category": res.comm_total,
-        "setup": res.setup_comm,
-    })
-    if failures:
-        run.write_json("failures.json", failures)
-    summary = build_summary(cfg.model_dump(mode="json"), epochs, workers=workers,
-                            partition=partition_report, cache=res.cache, failures=failures,
-                            metric=task.metric)
-    summary["run_dir"] = str(run.path)
-    run.write_json("summary.json", summary)
-    write_plots(run.path, epochs)
-    print_summary(summary, Console(stderr=True) if console.stderr else console)
+        epochs = run.metrics()
+        run.write_json("comm.json", {
+            "per_epoch": [{"epoch": e["epoch"], **e["comm"],
+                           **({"evaluation": e["eval_comm"]} if "eval_comm" in e else {})} for e in epochs],
+            "total_by_category": res.comm_total,
+            "setup": res.setup_comm,
+        })
+        if failures:
+            run.write_json("failures.json", failures)
+        summary = build_summary(cfg.model_dump(mode="json"), epochs, workers=workers,
+                                partition=partition_report, cache=res.cache, failures=failures,
+                                metric=task.metric)
+        summary["run_dir"] = str(run.path)
+        run.write_json("summary.json", summary)
+        write_plots(run.path, epochs)
+        print_summary(summary, Console(stderr=True) if console.stderr else console)
     return summary
+
+
+@contextmanager
+def _error_log(run: RunDir) -> Iterator[None]:
+    """On an error, write its full traceback to ``<run>/error.log`` and note the path on it
+    (a log left by an earlier attempt of a resumed run is removed first)."""
+    log = run.path / "error.log"
+    log.unlink(missing_ok=True)
+    try:
+        yield
+    except Exception as e:
+        log.write_text("".join(traceback.format_exception(e)))
+        e.add_note(f"full traceback: {log}")
+        raise
 
 
 def _fit(cfg: RunConfig, group: WorkerGroup, run: RunDir, task: Task, ckpt: dict[str, Any] | None,
@@ -127,6 +162,9 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                 del failures[-1]["_t_fail"]
             return _fit(cfg, group, run, task, ckpt, start_epoch, progress), failures
         except WorkerFailure as e:
+            reason = user_error(e.cause)
+            if reason is not None:  # the same data fails the same way on every attempt
+                raise WorkerUserError(f"worker {e.rank} ({e.phase}): {reason}") from e
             if len(failures) >= cfg.train.max_failures:
                 raise
             failed_at = len(run.metrics())
@@ -149,3 +187,39 @@ def _headline(cause: str) -> str:
     """The line of a worker's error that says what happened (the exception's message)."""
     lines = [ln.strip() for ln in cause.split("\nworkers at failure:")[0].splitlines() if ln.strip()]
     return (lines[-1] if lines else cause)[:500]
+
+
+# "module.Class: message" -- the exception line that ends a worker's traceback
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception))(?:\([^)]*\))?: ", re.M)
+_OURS = ("partition.", "samplers.", "gnntrain.")
+
+
+def user_error(cause: str) -> str | None:
+    """The message of the user error (a ``ValueError`` raised by builtins or by our own
+    packages) that ends a worker's traceback ``cause``; None for any other failure."""
+    body = cause.split("\nworkers at failure:")[0]
+    matches = list(_EXC_LINE.finditer(body))
+    if not matches:
+        return None
+    last = matches[-1]
+    name = last.group(0).split("(")[0].rstrip(": ")
+    if not issubclass(_exception_class(name), ValueError):
+        return None
+    message = body[last.end():].strip()
+    return message or None
+
+
+def _exception_class(qualified: str) -> type:
+    """The class named ``qualified`` (``ValueError``, ``partition.errors.PartitionError``);
+    ``object`` when it is not a builtin or not from our packages (never imports others)."""
+    module, _, name = qualified.rpartition(".")
+    try:
+        if not module:
+            cls = getattr(builtins, name, object)
+        elif module.startswith(_OURS):
+            cls = getattr(importlib.import_module(module), name, object)
+        else:
+            return object
+    except ImportError:
+        return object
+    return cls if isinstance(cls, type) else object

@@ -20,8 +20,7 @@ from gnntrain.checkpoint import list_checkpoints
 from gnntrain.config import load_config
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
-from gnntrain.runtime.ray_group import WorkerFailure
-from partition import build_partition_set
+from partition import PartitionChecksumError, build_partition_set
 from partition.build import set_path
 from partition.config import PartitionConfig
 from tests.conftest import REPO, make_graph
@@ -106,10 +105,9 @@ def test_corrupted_partition_file_is_reported_by_name(ray_local: None, tmp_path:
     data = bytearray(victim.read_bytes())
     data[-1] ^= 0xFF
     victim.write_bytes(bytes(data))
-    with pytest.raises(WorkerFailure) as err:
+    with pytest.raises(PartitionChecksumError) as err:  # named by the coordinator, before Ray starts
         run_training(cfg, progress=False)
-    assert victim.name in str(err.value) and "checksum" in str(err.value).lower()
-    assert err.value.rank == 1
+    assert f"part-1/{victim.name}" in str(err.value) and "checksum" in str(err.value).lower()
     assert_nothing_left()
 
 

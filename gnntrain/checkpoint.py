@@ -74,8 +74,8 @@ def load_latest(run: RunDir, say: Callable[[str], None] = _stderr) -> dict[str, 
             out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
             return out
         except pickle.UnpicklingError as e:
-            if "Weights only load failed" in str(e):
-                raise _refusal(path, e) from None
+            if "Weights only load failed" in str(e) and re.search(r"GLOBAL|allowed global|is blocked", str(e)):
+                raise _refusal(path, e) from None  # nothing in it ran; a torn file falls back below
             _skipped(say, path, e, paths, i)
         except Exception as e:  # noqa: BLE001 - a torn/corrupt file: try the previous one
             _skipped(say, path, e, paths, i)

@@ -91,6 +91,12 @@ class _DatasetBase(_Frozen):
 
     name: str
 
+    @field_validator("name", "planetoid_name", check_fields=False)
+    @classmethod
+    def _one_component(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # both become directory names (run directory, partition set, <path>/<Name>/raw)
+        return v if v is None else check_component(str(info.field_name), v)
+
 
 class LoadedDataset(_DatasetBase):
     """The load-time cleaning and split options shared by every source read from files.
@@ -117,12 +123,6 @@ class LoadedDataset(_DatasetBase):
     fallback_dim: int = Field(32, ge=1, description="width of random_projection features")
     normalize_features: Literal["none", "row"] = Field(
         "none", description="'row' divides each feature row by its sum (PyG's NormalizeFeatures)")
-
-    @field_validator("name", "planetoid_name")
-    @classmethod
-    def _one_component(cls, v: str | None, info: ValidationInfo) -> str | None:
-        # both become directory names (run directory, partition set, <path>/<Name>/raw)
-        return v if v is None else check_component(str(info.field_name), v)
 
     @model_validator(mode="after")
     def _split_and_fracs(self) -> LoadedDataset:

@@ -67,7 +67,7 @@ def test_a_real_checkpoint_loads_with_weights_only(trained_run: RunDir) -> None:
     """What gnntrain saves is tensors and plain containers only: weights_only needs no allow-list."""
     ckpt = load_latest(trained_run)
     assert ckpt is not None and ckpt["epochs_done"] == 1
-    assert set(ckpt) == {"epochs_done", "config", "model", "opt"}
+    assert set(ckpt) == {"epochs_done", "config", "model", "opt", "rank_digests"}
     assert all(isinstance(t, torch.Tensor) for t in ckpt["model"].values())
     json.dumps(ckpt["config"])  # the config is stored as JSON-able data, not a pydantic object
 
@@ -152,7 +152,7 @@ def test_a_partition_set_whose_meta_names_files_outside_it_is_refused(tmp_path: 
     """``meta.json`` is not secret (its checksum can be recomputed), so the file names it
     lists are checked against the format, not trusted."""
     pset = build_partition_set(make_graph(), load_config(raw={**_raw(tmp_path), "partition": {
-        "parts": 2, "root": str(tmp_path / "parts")}}).partition)
+        "parts": 2, "root": str(tmp_path / "parts")}, "cluster": {"workers": 2}}).partition)
     meta_path = pset.path / "meta.json"
     raw = json.loads(meta_path.read_text())
     raw["files"]["../../secret.npy"] = raw["files"].pop("part-1/halo_ids.npy")

@@ -27,6 +27,7 @@ from gnntrain.runtime.coordinator import (
     run_training,
     user_error,
 )
+from gnntrain.tasks import NodeClassification
 from partition import PartitionChecksumError, PartitionSet, build_partition_set
 from partition.format import PART_FILES, SET_FILES
 from tests.conftest import REPO, make_graph
@@ -116,7 +117,8 @@ def test_a_user_error_inside_a_worker_is_one_line(ray_local: None, tmp_path: Pat
     _flip_last_byte(pset.path / "part-1" / "halo_ids.npy")
     run = RunDir.create(tmp_path / "runs", "errs")
     with pytest.raises(WorkerUserError) as e:
-        _fit_with_recovery(cfg, run, str(pset.path), 2, None, 0, False, Console(quiet=True))
+        _fit_with_recovery(cfg, run, str(pset.path), 2, cfg.model.arch, NodeClassification(), None, 0,
+                           False, Console(quiet=True))
     msg = str(e.value)
     assert msg.startswith("worker 1 (start-up): partition file "), msg
     assert "part-1/halo_ids.npy fails its checksum" in msg and "\n" not in msg

@@ -1,5 +1,8 @@
 """``python -m gnntrain.run``: load -> partition -> start workers -> train -> report.
 
+A thin shell over the Python API: the same :func:`gnntrain.api.resolve_config` and
+:func:`gnntrain.api.train` that :func:`gnntrain.fit` runs.
+
 Examples::
 
     python -m gnntrain.run --config datasets/synthetic-tiny.yaml            # Ray embedded
@@ -18,7 +21,8 @@ from typing import Any
 
 from rich.console import Console
 
-from gnntrain.config import ConfigError, RunConfig, load_config
+from gnntrain import api
+from gnntrain.config import ConfigError, RunConfig
 from gnntrain.rundir import RunDir
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "datasets" / "synthetic-tiny.yaml"
@@ -43,18 +47,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunDir | None]:
-    """The config of this run, validated before any data is read or Ray starts."""
-    overrides = list(args.overrides)
-    if args.workers is not None:
-        if args.workers < 1:
-            raise ConfigError(f"--workers={args.workers}: must be >= 1")
-        overrides += [f"cluster.workers={args.workers}", f"partition.parts={args.workers}"]
-    if args.address:
-        overrides.append(f"cluster.address={args.address}")
-    if args.resume is not None:
-        run = RunDir.open(args.resume)
-        return load_config(raw=run.read_config_raw(), overrides=overrides), run
-    return load_config(args.config or DEFAULT_CONFIG, overrides), None
+    """The config of this run, validated before any data is read or Ray starts
+    (:func:`gnntrain.api.resolve_config`, the same as :func:`gnntrain.fit`'s)."""
+    return api.resolve_config(args.config or DEFAULT_CONFIG, args.overrides, workers=args.workers,
+                              address=args.address, resume=args.resume)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
-    from gnntrain.runtime.coordinator import run_training
-
     try:
-        summary: dict[str, Any] = run_training(
+        summary: dict[str, Any] = api.train(
             cfg, single_process=args.single_process, resume=resumed, run_dir=args.run_dir,
             progress=not args.no_progress, console=console)
     except KeyboardInterrupt:

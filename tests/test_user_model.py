@@ -239,3 +239,15 @@ def test_user_model_on_cora_two_workers_within_1_5_points(ray_local: None, data_
     assert single >= 0.70, f"the user model did not learn Cora: {single:.3f}"
     assert abs(dist - single) <= 0.015, f"2 workers {dist:.3f} vs single process {single:.3f}"
 
+
+
+def test_workers_get_the_drivers_extra_code_directories_only(user_module: Any) -> None:
+    """What the runtime adds to the workers' PYTHONPATH: the directory the user put on
+    sys.path, not the interpreter's own directories, $PYTHONPATH or the working directory
+    (the workers have those already)."""
+    from gnntrain.runtime.cluster import driver_code_paths
+
+    extra = driver_code_paths()
+    assert os.path.realpath(Path(user_module.__file__).parent) in extra
+    assert not [p for p in extra if p.startswith(os.path.realpath(sys.prefix))
+                or p == os.path.realpath(os.getcwd()) or p == os.path.realpath(REPO)]

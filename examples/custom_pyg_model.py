@@ -1,4 +1,4 @@
-"""A user's own model: GIN with jumping knowledge, trained on Cora by 2 Ray workers from Python.
+"""A user's own model: GraphConv with jumping knowledge, trained on Cora by 2 Ray workers from Python.
 
 The model follows gnntrain's model protocol (``gnntrain.models.protocol``):
 ``forward(blocks, x)`` returns the rows of the last block's destination nodes (the
@@ -8,7 +8,7 @@ classifier, so ``layer`` carries the earlier layers' rows along (``[h_1 | ... | 
 a block's destination nodes are the first ``num_dst`` of its source nodes, so the rows
 of earlier layers are just a prefix of ``h``.
 
-For a plain stack of PyG layers no class is needed: ``gnntrain.PygLayers([GINConv(...),
+For a plain stack of PyG layers no class is needed: ``gnntrain.PygLayers([GraphConv(...),
 ...])`` is the adapter.
 
     python examples/custom_pyg_model.py            # 40 epochs, prints the test accuracy
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GINConv
+from torch_geometric.nn import GraphConv
 
 import gnntrain
 from gnntrain.config import ModelConfig
@@ -35,17 +35,16 @@ from samplers import Block
 CORA = Path(__file__).resolve().parent.parent / "datasets" / "cora.yaml"
 
 
-class GINJK(nn.Module):
-    """GIN layers (sum aggregation, an MLP per layer), every layer's output concatenated
-    (jumping knowledge, 'cat') and classified by one linear layer."""
+class GraphConvJK(nn.Module):
+    """GraphConv layers (Morris et al.: own row + aggregated neighbours, each with its own
+    weights), every layer's output concatenated (jumping knowledge, 'cat') and classified
+    by one linear layer."""
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float,
-                 train_eps: bool = False) -> None:
+                 aggr: str = "mean") -> None:
         super().__init__()
         dims = [in_dim] + [hidden] * layers
-        self.convs = nn.ModuleList(
-            GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), train_eps=train_eps)
-            for a, b in zip(dims, dims[1:], strict=False))
+        self.convs = nn.ModuleList(GraphConv(a, b, aggr=aggr) for a, b in zip(dims, dims[1:], strict=False))
         self.classify = nn.Linear(hidden * layers, out_dim)
         self.hidden = hidden
         self.dropout = dropout
@@ -68,12 +67,13 @@ class GINJK(nn.Module):
         return h
 
 
-def gin_jk(in_dim: int, out_dim: int, cfg: ModelConfig) -> GINJK:
-    """The factory gnntrain calls (``model.arch: mymodule:gin_jk`` names it from YAML)."""
-    train_eps = cfg.options.get("train_eps", False)
-    if not isinstance(train_eps, bool):
-        raise ValueError(f"model.options.train_eps={train_eps!r}: expected true or false")
-    return GINJK(in_dim, cfg.hidden, out_dim, cfg.layers, cfg.dropout, train_eps)
+def graphconv_jk(in_dim: int, out_dim: int, cfg: ModelConfig) -> GraphConvJK:
+    """The factory gnntrain calls (``model.arch: mymodule:graphconv_jk`` names it from YAML);
+    ``model.options.aggr`` picks the neighbour aggregation."""
+    aggr = cfg.options.get("aggr", "mean")
+    if aggr not in ("mean", "add", "max"):
+        raise ValueError(f"model.options.aggr={aggr!r}: expected 'mean', 'add' or 'max'")
+    return GraphConvJK(in_dim, cfg.hidden, out_dim, cfg.layers, cfg.dropout, aggr)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,12 +83,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     run = gnntrain.fit(
-        CORA, model=gin_jk, workers=args.workers, progress=not args.smoke,
-        model__hidden=64, model__dropout=0.5, model__options={"train_eps": True},
+        CORA, model=graphconv_jk, workers=args.workers, progress=not args.smoke,
+        model__hidden=64, model__dropout=0.5, model__options={"aggr": "mean"},
         train__epochs=2 if args.smoke else 40, train__lr=0.005, train__eval_every=10,
         sampler__batch_size=max(1, 35 // args.workers))  # the same global batch for any K
     final = run.summary["final"]
-    print(f"GIN + jumping knowledge on Cora, {run.summary['workers']} workers: "
+    print(f"GraphConv + jumping knowledge on Cora, {run.summary['workers']} workers: "
           f"test accuracy {final['test_acc']:.3f} (val {final['val_acc']:.3f})")
     print(f"run directory: {run.run_dir}; trained model: {type(run.model).__name__} with "
           f"{sum(p.numel() for p in run.model.parameters()):,} parameters")

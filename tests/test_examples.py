@@ -36,7 +36,7 @@ def test_custom_pyg_model(cora_data: Path, tmp_path: Path) -> None:
     assert m, out
     assert int(m.group(1)) == 2 and 0.0 <= float(m.group(2)) <= 1.0
     (run_dir,) = (tmp_path / "runs").iterdir()
-    assert "GINJK" in (run_dir / "model.json").read_text()
+    assert "GraphConvJK" in (run_dir / "model.json").read_text()
     # the model has layer(): evaluation was exact layer-wise inference
     assert '"eval_mode": "full"' in (run_dir / "metrics.jsonl").read_text()
 

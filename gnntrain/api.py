@@ -141,11 +141,17 @@ def train(cfg: RunConfig, *, model: ModelSpec | None = None, task: Task | None =
     from gnntrain.runtime.coordinator import run_training
 
     _check_spec(model, task, cfg)
+    if resume is not None and model is None:
+        info = _model_info(resume)
+        if info is not None and info.get("arch") is None:
+            raise ConfigError(f"--resume {resume.path}: the run was trained with a Python model object "
+                              f"({info.get('class')}), not an importable model.arch; resume it "
+                              "from Python: gnntrain.fit(config=None, resume=run_dir, model=<the same>)")
     return run_training(cfg, single_process=single_process, resume=resume, run_dir=run_dir,
                         progress=progress, console=console, graph=graph, model=model, task=task)
 
 
-def fit(config: ConfigLike, *, model: ModelSpec | None = None, task: Task | None = None,
+def fit(config: ConfigLike | None, *, model: ModelSpec | None = None, task: Task | None = None,
         workers: int | None = None, single_process: bool = False, graph: Graph | None = None,
         progress: bool = True, address: str | None = None,
         resume: str | os.PathLike[str] | None = None, console: Console | None = None,
@@ -153,7 +159,8 @@ def fit(config: ConfigLike, *, model: ModelSpec | None = None, task: Task | None
     """Run exactly what ``python -m gnntrain.run`` runs and return the :class:`Run`.
 
     ``workers``, ``single_process``, ``address`` and ``resume`` are the CLI's
-    ``--workers``, ``--single-process``, ``--address`` and ``--resume``; ``graph`` (an
+    ``--workers``, ``--single-process``, ``--address`` and ``--resume`` (with ``resume``,
+    ``config`` may be None: the run's own config is used); ``graph`` (an
     in-memory :class:`~partition.graph.Graph`) replaces loading ``dataset``; ``model`` and
     ``task`` replace ``model.arch`` and ``task.kind`` (see the module docstring).
     """
@@ -181,17 +188,25 @@ def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None) -> 
     return Loaded(run_dir=path, config=cfg, model=net, epochs_done=epochs)
 
 
+def _model_info(run: RunDir) -> dict[str, Any] | None:
+    """The run's ``model.json`` (widths, class, ``arch`` or None for a Python object)."""
+    path = run.path / "model.json"
+    if not path.is_file():
+        return None
+    info: dict[str, Any] = json.loads(path.read_text())
+    return info
+
+
 def _trained_model(run: RunDir, cfg: RunConfig, model: ModelSpec | None) -> tuple[nn.Module, int]:
     """The run's model, rebuilt from ``model.json`` and ``model`` (or the run's
     ``model.arch``), with the newest checkpoint's parameters; and its epoch count."""
     from gnntrain.checkpoint import load_latest
     from gnntrain.models import build_model
 
-    info_path = run.path / "model.json"
-    if not info_path.is_file():
+    info = _model_info(run)
+    if info is None:
         raise FileNotFoundError(f"{run.path}: no model.json (written by every run since gnntrain "
                                 "0.2); the model's widths are unknown")
-    info = json.loads(info_path.read_text())
     if model is None:
         if info.get("arch") is None:
             raise ValueError(

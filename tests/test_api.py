@@ -124,6 +124,9 @@ def test_load_needs_the_python_model_it_was_trained_with(tmp_path: Path) -> None
         assert torch.equal(loaded.model.state_dict()[k], v)
     with pytest.raises(ValueError, match="do not fit model BlockGNN"):
         gnntrain.load(run.run_dir, model="sage")
+    with pytest.raises(ConfigError, match=r"trained with a Python model object .*resume=run_dir, model="):
+        gnntrain.fit(None, resume=run.run_dir, graph=g, single_process=True, progress=False,
+                     console=quiet())
 
 
 def test_load_bad_input(tmp_path: Path) -> None:

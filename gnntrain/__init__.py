@@ -1,7 +1,60 @@
 """gnntrain: distributed mini-batch GNN training on Ray.
 
-Importing this package is cheap: it loads neither Ray nor torch. The data path reads
-``partition`` -> ``samplers`` -> ``gnntrain.runtime``; ``gnntrain.run`` shows it whole.
+The public API (version 0.2), importable from the package itself:
+
+* :func:`fit` — train as ``python -m gnntrain.run`` does, from a YAML path, a mapping or a
+  :class:`~gnntrain.config.RunConfig`, with config overrides as keywords
+  (``train__epochs=3``); returns a :class:`Run` (run directory, summary, config, the
+  trained model on the CPU). ``model=`` takes a user model (factory or module), ``task=``
+  a user :class:`Task`.
+* :func:`load` — a run directory's config and trained model, without Ray (:class:`Loaded`).
+* :class:`Task` — the task contract (:mod:`gnntrain.tasks.base`): subclass it, or override
+  :meth:`Task.loss` / :meth:`Task.training_step` of :class:`NodeClassification`, for a
+  custom loss or step.
+* :class:`NodeClassification` — the built-in task.
+* :class:`PygLayers` — the adapter that makes plain PyG layers (``conv(x, edge_index)``)
+  a gnntrain model (:mod:`gnntrain.models.protocol` is the model protocol).
+
+Importing this package is cheap: it loads neither Ray nor torch (the names above are
+imported on first use). The data path reads ``partition`` -> ``samplers`` ->
+``gnntrain.runtime``; ``gnntrain.runtime.coordinator`` shows it whole.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+if TYPE_CHECKING:
+    from gnntrain.api import Loaded, Run, fit, load
+    from gnntrain.models.pyg import PygLayers
+    from gnntrain.tasks.base import Task
+    from gnntrain.tasks.node import NodeClassification
+
+_EXPORTS = {
+    "fit": "gnntrain.api",
+    "load": "gnntrain.api",
+    "Run": "gnntrain.api",
+    "Loaded": "gnntrain.api",
+    "Task": "gnntrain.tasks.base",
+    "NodeClassification": "gnntrain.tasks.node",
+    "PygLayers": "gnntrain.models.pyg",
+}
+
+__all__ = ["Loaded", "NodeClassification", "PygLayers", "Run", "Task", "__version__", "fit", "load"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name on first use (PEP 562), so ``import gnntrain`` stays light."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gnntrain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

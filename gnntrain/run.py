@@ -1,5 +1,8 @@
 """``python -m gnntrain.run``: load -> partition -> start workers -> train -> report.
 
+A thin shell over the Python API: the same :func:`gnntrain.api.resolve_config` and
+:func:`gnntrain.api.train` that :func:`gnntrain.fit` runs.
+
 Examples::
 
     python -m gnntrain.run --config datasets/synthetic-tiny.yaml            # Ray embedded
@@ -12,7 +15,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from gnntrain.checkpoint import list_checkpoints
-from gnntrain.config import ConfigError, RunConfig, load_config
+from gnntrain import api
+from gnntrain.config import ConfigError, RunConfig
 from gnntrain.rundir import RunDir
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "datasets" / "synthetic-tiny.yaml"
@@ -46,55 +48,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunDir | None]:
-    """The config of this run, validated before any data is read or Ray starts."""
-    overrides = list(args.overrides)
-    if args.workers is not None:
-        if args.workers < 1:
-            raise ConfigError(f"--workers={args.workers}: must be >= 1")
-        overrides += [f"cluster.workers={args.workers}", f"partition.parts={args.workers}"]
-    if args.address:
-        overrides.append(f"cluster.address={args.address}")
-    resumed = None
-    if args.resume is not None:
-        resumed = RunDir.open(args.resume)
-        if not list_checkpoints(resumed):
-            raise ConfigError(f"--resume {args.resume}: the run has no checkpoint to continue from "
-                              f"(nothing in {resumed.path / 'checkpoints'}); start a new run instead")
-        cfg = load_config(raw=resumed.read_config_raw(), overrides=overrides)
-    else:
-        cfg = load_config(args.config or DEFAULT_CONFIG, overrides)
-    check_startable(cfg, single_process=args.single_process)
-    return cfg, resumed
-
-
-def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
-    """What can be known about this machine before Ray starts: the run root is writable;
-    an embedded Ray has the CPUs and the CUDA device the config asks for."""
-    root = Path(cfg.train.run_root)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"train.run_root={str(root)!r}: cannot create run directories there "
-                          f"({e.strerror or e}); choose a writable directory") from None
-    embedded = single_process or not (cfg.cluster.address or os.environ.get("RAY_ADDRESS"))
-    if not embedded:  # a cluster's CPUs and GPUs are checked when the workers are placed
-        return
-    if cfg.train.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("train.device='cuda' but this machine has no usable CUDA device "
-                              "(torch.cuda.is_available() is False); set train.device=cpu, or "
-                              "join a cluster with GPUs (--address)")
-    cc = cfg.cluster
-    if cc.cpus_per_worker is not None and not single_process:
-        total = max(1, round(cc.num_cpus)) if cc.num_cpus else (os.cpu_count() or 1)
-        need = cc.cpus_per_worker * cc.workers
-        if need > total + 1e-9:
-            raise ConfigError(
-                f"cluster.cpus_per_worker={cc.cpus_per_worker:g} x {cc.workers} workers needs "
-                f"{need:g} CPUs but the embedded Ray has {total}; lower cluster.cpus_per_worker "
-                "(or leave it unset to share the CPUs), or use fewer workers")
+    """The config of this run, validated before any data is read or Ray starts
+    (:func:`gnntrain.api.resolve_config`, the same as :func:`gnntrain.fit`'s)."""
+    return api.resolve_config(args.config or DEFAULT_CONFIG, args.overrides, workers=args.workers,
+                              address=args.address, resume=args.resume)
 
 
 def one_line(e: BaseException) -> str:
@@ -113,10 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError) as e:
         return _user_error(console, e)
     from gnntrain.runtime.cluster import ClusterError
-    from gnntrain.runtime.coordinator import run_training
 
     try:
-        summary: dict[str, Any] = run_training(
+        summary: dict[str, Any] = api.train(
             cfg, single_process=args.single_process, resume=resumed, run_dir=args.run_dir,
             progress=not args.no_progress, console=console)
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@
 
     runs/<name>-<YYYYmmdd-HHMMSS>[-N]/
     ├── config.yaml        resolved config (every default filled in)
+    ├── model.json         input/output widths and class of the model (gnntrain.load rebuilds it)
     ├── metrics.jsonl      one JSON line per epoch (loss, accuracy, times, bytes, cache)
     ├── comm.json          bytes by category, by worker and the k x k matrix, per epoch and total
     ├── partition.json     partition-quality report of the set the run trained on

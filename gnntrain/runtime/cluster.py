@@ -1,13 +1,17 @@
-"""Starting Ray embedded, or joining a cluster, with a bounded wait either way."""
+"""Starting Ray embedded, or joining a cluster, with a bounded wait either way; and how
+the worker actors find the user's code (:func:`worker_runtime_env`)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import site
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlparse
 
 from gnntrain.config import ClusterConfig
@@ -74,3 +78,45 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
     finally:
         if started:
             ray.shutdown()
+
+
+def driver_code_paths() -> list[str]:
+    """Directories on this process's ``sys.path`` that a fresh interpreter would not have:
+    not the interpreter's own (stdlib, site-packages), not already in ``$PYTHONPATH`` and
+    not the working directory (Ray gives its workers both). A user module found through
+    ``sys.path.insert`` (a notebook, a test's temporary directory) lives in one of them."""
+    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    own |= {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    given = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    given.add(os.path.realpath(os.getcwd()))
+    out: list[str] = []
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if (not os.path.isdir(real) or real in given or real in out
+                or any(real == o or real.startswith(o + os.sep) for o in own)):
+            continue
+        out.append(real)
+    return out
+
+
+def worker_runtime_env() -> dict[str, Any]:
+    """The ``runtime_env`` of the worker actors: the driver's extra code directories
+    (:func:`driver_code_paths`) put in front of the workers' ``PYTHONPATH``, so a model or
+    task that the driver imports from there (``model.arch: mymod:factory``, or a Python
+    object pickled by reference) imports on the workers too. Ray itself passes only the
+    working directory and the script's directory.
+
+    Empty when the job ships its code itself (a ``working_dir`` or ``py_modules``, as
+    ``ray job submit --working-dir .`` gives: Ray puts it on every worker's path) or when
+    there is nothing to add.
+    """
+    import ray
+
+    job_env = ray.get_runtime_context().runtime_env
+    if job_env.get("working_dir") or job_env.get("py_modules"):
+        return {}
+    paths = driver_code_paths()
+    if not paths:
+        return {}
+    # ${PYTHONPATH}: Ray expands it to the path the worker would have had
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join([*paths, "${PYTHONPATH}"])}}

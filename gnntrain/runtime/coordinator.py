@@ -64,16 +64,22 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     console.print(f"loaded {graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
                   f"{graph.num_features} features, {graph.num_classes} classes")
     # the model is built once here, so a factory that fails does so before Ray starts
-    probe = build_model(spec, cfg.model, graph.num_features,
-                        task.out_dim(graph.num_classes, cfg.model.hidden), cfg.train.seed)
+    out_dim = task.out_dim(graph.num_classes, cfg.model.hidden)
+    probe = build_model(spec, cfg.model, graph.num_features, out_dim, cfg.train.seed)
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
                       "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")
+    # what rebuilding the model from the run directory needs (gnntrain.load)
+    model_info = {"in_dim": graph.num_features, "out_dim": out_dim,
+                  "arch": spec if isinstance(spec, str) else None,
+                  "class": f"{type(probe).__module__}.{type(probe).__qualname__}",
+                  "layerwise": has_layerwise(probe)}
     del probe
     run = resume or (RunDir(run_dir) if run_dir else RunDir.create(cfg.train.run_root, cfg.dataset.name))
     run.path.mkdir(parents=True, exist_ok=True)
     with _error_log(run):
         run.write_config(cfg)
+        run.write_json("model.json", model_info)
 
         ckpt = load_latest(run) if resume else None
         start_epoch = int(ckpt["epochs_done"]) if ckpt else 0

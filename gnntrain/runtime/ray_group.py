@@ -29,6 +29,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
+from gnntrain.runtime.cluster import worker_runtime_env
 from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
@@ -240,8 +241,10 @@ class RayGroup(WorkerGroup):
                                f"({ray.cluster_resources()})")
         cls = actor_class()
         raw = cfg.model_dump(mode="json")
+        code = worker_runtime_env()  # user code the driver imported: importable on the workers
         self.actors = [
             cls.options(num_cpus=per, num_gpus=gpus, max_restarts=0, name=None,
+                        **({"runtime_env": code} if code else {}),
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=self.pg, placement_group_bundle_index=r)
                         ).remote(raw, part_path, r, world, model, task)

@@ -1,0 +1,263 @@
+"""The Python API: :func:`fit` runs exactly what ``python -m gnntrain.run`` runs (the CLI
+is a thin shell over :func:`resolve_config` and :func:`train`, the same two functions);
+:func:`load` reads a run back without Ray.
+
+::
+
+    import gnntrain
+
+    run = gnntrain.fit("datasets/cora.yaml", workers=2, train__epochs=20)
+    run.summary["final"]["test_acc"], run.run_dir, run.model      # the model on the CPU
+    loaded = gnntrain.load(run.run_dir)                           # later, in another process
+
+``config`` is a YAML path, a mapping of sections, or a :class:`~gnntrain.config.RunConfig`
+(never modified). ``**overrides`` are config keys, written ``train__epochs=3`` or
+``**{"train.epochs": 3}`` (the CLI's ``--set train.epochs=3``). ``model=`` replaces
+``model.arch`` with a factory ``(in_dim, out_dim, model_config) -> nn.Module`` or a module
+(:mod:`gnntrain.models.protocol`); ``task=`` replaces ``task.kind`` with a
+:class:`~gnntrain.tasks.Task`. Both travel to the Ray workers as Python objects; one that
+lives in a module is pickled by reference, so the workers import that module: on the
+embedded Ray they get the driver's code directories
+(:func:`gnntrain.runtime.cluster.worker_runtime_env`); on a cluster, ship the code with
+``ray job submit --working-dir``.
+
+This module is light to import (no torch, Ray or numba until a function runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gnntrain.config import ConfigError, RunConfig, load_config
+from gnntrain.rundir import RunDir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from torch import nn
+
+    from gnntrain.models import ModelSpec
+    from gnntrain.tasks import Task
+    from partition.graph import Graph
+
+__all__ = ["ConfigLike", "Loaded", "Run", "fit", "load", "override_items", "resolve_config", "train"]
+
+ConfigLike = str | os.PathLike[str] | Mapping[str, Any] | RunConfig
+"""What names a run's config: a YAML path, a mapping of sections, or a RunConfig."""
+
+
+@dataclass
+class Run:
+    """A finished run: its directory, ``summary.json``, the resolved config, and the
+    trained model (from the final checkpoint, on the CPU, in eval mode)."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    config: RunConfig
+    model: nn.Module
+
+
+@dataclass
+class Loaded:
+    """A run read back by :func:`load`: its config and the model of its newest checkpoint
+    (on the CPU, in eval mode) after ``epochs_done`` epochs."""
+
+    run_dir: Path
+    config: RunConfig
+    model: nn.Module
+    epochs_done: int
+
+
+def override_items(overrides: Mapping[str, Any]) -> list[str]:
+    """Keyword overrides as ``KEY=VALUE`` items of the CLI's ``--set``:
+    ``{"train.epochs": 3, "model__options__aggr": "mean"}`` ->
+    ``["train.epochs=3", 'model.options.aggr="mean"']`` (values written as JSON, which
+    the config reader parses back to the same value)."""
+    items = []
+    for key, value in overrides.items():
+        path = key.replace("__", ".")
+        if "." not in path:
+            raise ConfigError(f"{key}={value!r}: neither an argument of fit() nor a config key; a "
+                              "config key names its section: train__epochs=3 or **{'train.epochs': 3}")
+        items.append(f"{path}={json.dumps(value, default=str)}")
+    return items
+
+
+def resolve_config(config: ConfigLike | None, overrides: Sequence[str] = (), *,
+                   workers: int | None = None, address: str | None = None,
+                   resume: str | os.PathLike[str] | None = None) -> tuple[RunConfig, RunDir | None]:
+    """The config of a run, validated before any data is read or Ray starts.
+
+    ``overrides`` are ``KEY=VALUE`` items; ``workers`` sets ``cluster.workers`` and
+    ``partition.parts`` (one part per worker), ``address`` sets ``cluster.address``.
+    With ``resume`` (a run directory) the run's own config is used and the run directory
+    is returned too.
+    """
+    items = list(overrides)
+    if workers is not None:
+        if workers < 1:
+            raise ConfigError(f"workers={workers}: must be >= 1")
+        items += [f"cluster.workers={workers}", f"partition.parts={workers}"]
+    if address:
+        items.append(f"cluster.address={address}")
+    if resume is not None:
+        from gnntrain.checkpoint import list_checkpoints
+
+        run = RunDir.open(Path(resume))
+        if not list_checkpoints(run):
+            raise ConfigError(f"--resume {resume}: the run has no checkpoint to continue from "
+                              f"(nothing in {run.path / 'checkpoints'}); start a new run instead")
+        return load_config(raw=run.read_config_raw(), overrides=items), run
+    if config is None:
+        raise ConfigError("config=None: give a YAML path, a mapping of sections or a RunConfig")
+    if isinstance(config, RunConfig):
+        return load_config(raw=config.model_dump(mode="json"), overrides=items), None
+    if isinstance(config, Mapping):
+        return load_config(raw=dict(config), overrides=items), None
+    return load_config(config, items), None
+
+
+def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
+    """What can be known about this machine before Ray starts: the run root is writable;
+    an embedded Ray has the CPUs and the CUDA device the config asks for."""
+    root = Path(cfg.train.run_root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"train.run_root={str(root)!r}: cannot create run directories there "
+                          f"({e.strerror or e}); choose a writable directory") from None
+    embedded = single_process or not (cfg.cluster.address or os.environ.get("RAY_ADDRESS"))
+    if not embedded:  # a cluster's CPUs and GPUs are checked when the workers are placed
+        return
+    if cfg.train.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("train.device='cuda' but this machine has no usable CUDA device "
+                              "(torch.cuda.is_available() is False); set train.device=cpu, or "
+                              "join a cluster with GPUs (--address)")
+    cc = cfg.cluster
+    if cc.cpus_per_worker is not None and not single_process:
+        total = max(1, round(cc.num_cpus)) if cc.num_cpus else (os.cpu_count() or 1)
+        need = cc.cpus_per_worker * cc.workers
+        if need > total + 1e-9:
+            raise ConfigError(
+                f"cluster.cpus_per_worker={cc.cpus_per_worker:g} x {cc.workers} workers needs "
+                f"{need:g} CPUs but the embedded Ray has {total}; lower cluster.cpus_per_worker "
+                "(or leave it unset to share the CPUs), or use fewer workers")
+
+
+def _check_spec(model: ModelSpec | None, task: Task | None, cfg: RunConfig) -> None:
+    """Fail before any data is read when the model or task cannot be what is asked for."""
+    from torch import nn
+
+    from gnntrain.models import resolve_factory
+    from gnntrain.tasks import Task
+
+    if model is None:
+        resolve_factory(cfg.model.arch)  # imports a user module now: a typo fails here
+    elif not (isinstance(model, nn.Module) or callable(model)):
+        raise ConfigError(f"model={model!r}: expected a factory (in_dim, out_dim, model_config) -> "
+                          "nn.Module or an nn.Module")
+    if task is not None and not isinstance(task, Task):
+        raise ConfigError(f"task={task!r}: expected a gnntrain Task (e.g. NodeClassification())")
+
+
+def train(cfg: RunConfig, *, model: ModelSpec | None = None, task: Task | None = None,
+          single_process: bool = False, resume: RunDir | None = None, run_dir: Path | None = None,
+          graph: Graph | None = None, progress: bool = True,
+          console: Console | None = None) -> dict[str, Any]:
+    """Train as ``cfg`` says and write the run directory; returns ``summary.json``'s dict
+    (with ``run_dir``). The one path of the CLI and :func:`fit`."""
+    from gnntrain.runtime.coordinator import run_training
+
+    _check_spec(model, task, cfg)
+    check_startable(cfg, single_process=single_process)
+    if resume is not None and model is None:
+        info = _model_info(resume)
+        if info is not None and info.get("arch") is None:
+            raise ConfigError(f"--resume {resume.path}: the run was trained with a Python model object "
+                              f"({info.get('class')}), not an importable model.arch; resume it "
+                              "from Python: gnntrain.fit(config=None, resume=run_dir, model=<the same>)")
+    return run_training(cfg, single_process=single_process, resume=resume, run_dir=run_dir,
+                        progress=progress, console=console, graph=graph, model=model, task=task)
+
+
+def fit(config: ConfigLike | None, *, model: ModelSpec | None = None, task: Task | None = None,
+        workers: int | None = None, single_process: bool = False, graph: Graph | None = None,
+        progress: bool = True, address: str | None = None,
+        resume: str | os.PathLike[str] | None = None, console: Console | None = None,
+        **overrides: Any) -> Run:
+    """Run exactly what ``python -m gnntrain.run`` runs and return the :class:`Run`.
+
+    ``workers``, ``single_process``, ``address`` and ``resume`` are the CLI's
+    ``--workers``, ``--single-process``, ``--address`` and ``--resume`` (with ``resume``,
+    ``config`` may be None: the run's own config is used); ``graph`` (an
+    in-memory :class:`~partition.graph.Graph`) replaces loading ``dataset``; ``model`` and
+    ``task`` replace ``model.arch`` and ``task.kind`` (see the module docstring).
+    """
+    cfg, resumed = resolve_config(config, override_items(overrides), workers=workers,
+                                  address=address, resume=resume)
+    summary = train(cfg, model=model, task=task, single_process=single_process, resume=resumed,
+                    graph=graph, progress=progress, console=console)
+    run = RunDir(Path(summary["run_dir"]))
+    net, _ = _trained_model(run, cfg, model)
+    return Run(run_dir=run.path, summary=summary, config=cfg, model=net)
+
+
+def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None) -> Loaded:
+    """The config and trained model of ``run_dir`` (newest checkpoint, CPU), without Ray.
+
+    ``model`` is needed when the run was given a Python object (``fit(model=...)``) rather
+    than an importable ``model.arch``: pass the same factory or module again.
+    """
+    path = Path(run_dir)
+    if not (path / "config.yaml").is_file():
+        raise FileNotFoundError(f"load({str(path)!r}): not a run directory (no config.yaml)")
+    run = RunDir(path)
+    cfg = load_config(raw=run.read_config_raw())
+    net, epochs = _trained_model(run, cfg, model)
+    return Loaded(run_dir=path, config=cfg, model=net, epochs_done=epochs)
+
+
+def _model_info(run: RunDir) -> dict[str, Any] | None:
+    """The run's ``model.json`` (widths, class, ``arch`` or None for a Python object)."""
+    path = run.path / "model.json"
+    if not path.is_file():
+        return None
+    info: dict[str, Any] = json.loads(path.read_text())
+    return info
+
+
+def _trained_model(run: RunDir, cfg: RunConfig, model: ModelSpec | None) -> tuple[nn.Module, int]:
+    """The run's model, rebuilt from ``model.json`` and ``model`` (or the run's
+    ``model.arch``), with the newest checkpoint's parameters; and its epoch count."""
+    from gnntrain.checkpoint import load_latest
+    from gnntrain.models import build_model
+
+    info = _model_info(run)
+    if info is None:
+        raise FileNotFoundError(f"{run.path}: no model.json (written by every run since gnntrain "
+                                "0.2); the model's widths are unknown")
+    if model is None:
+        if info.get("arch") is None:
+            raise ValueError(
+                f"{run.path} was trained with a Python model object ({info.get('class')}), not an "
+                "importable model.arch: pass it again, gnntrain.load(run_dir, model=<the factory or "
+                "module given to fit>)")
+        model = info["arch"]
+    ckpt = load_latest(run)
+    if ckpt is None:
+        raise FileNotFoundError(f"{run.path}: no readable checkpoint under checkpoints/ (a run "
+                                "writes one at its end; train.checkpoint_every sets more)")
+    net = build_model(model, cfg.model, int(info["in_dim"]), int(info["out_dim"]), cfg.train.seed)
+    try:
+        net.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise ValueError(f"{run.path}: the checkpoint's parameters do not fit model "
+                         f"{type(net).__name__} (the run trained {info.get('class')}): {e}") from None
+    return net.cpu().eval(), int(ckpt["epochs_done"])

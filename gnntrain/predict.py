@@ -40,11 +40,12 @@ int64 and ``value`` a fixed-size list of ``width`` floats). ``manifest.json``:
 * ``format_version`` — 1; a reader refuses any other.
 * ``what``, ``layer`` — the kind of rows and the layer they come after (``num_layers``
   for logits/probs).
-* ``format`` — ``npy`` or ``parquet``; ``dtype``, ``width`` — of every value row.
+* ``format``, ``dtype``, ``width`` — ``npy`` or ``parquet``; dtype and width of every value row.
 * ``total_rows`` — rows over all shards (= nodes of the graph, each exactly once).
 * ``shards`` — per part: ``part``, ``rows``, ``shape``, ``dtype`` and ``files``
   (role ``values``/``ids`` or ``table`` -> ``name``, ``bytes``, ``sha256``).
-* ``run_dir``, ``checkpoint_epoch`` (epochs the checkpoint had trained), ``workers``.
+* ``run_dir``, ``checkpoint_epoch``, ``workers`` — the run, the epochs its checkpoint had
+  trained, and the workers (= shards) that wrote the rows.
 
 The directory is written under a temporary name beside ``<out>`` and renamed into place
 when complete; an existing ``<out>`` is only replaced with ``--force``.
@@ -127,13 +128,14 @@ class Manifest(BaseModel):
 def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             out: str | Path | None = None, *, force: bool = False, fmt: str = "npy",
             single_process: bool = False, model: ModelSpec | None = None,
-            task: Task | None = None, graph: Graph | None = None, console: Any = None) -> Path:
+            task: Task | None = None, graph: Graph | None = None, progress: bool = True,
+            console: Any = None) -> Path:
     """Write ``what`` for every node of the run in ``run_dir``; returns the output directory.
 
     ``model`` / ``task`` replace the run's ``model.arch`` / ``task.kind`` (for runs trained
     from Python with objects that cannot be named in a config); ``graph`` replaces loading
     ``dataset`` where the graph is needed (``single_process``, or a run whose partition
-    set is gone). Every check runs before
+    set is gone). ``progress=False`` prints nothing. Every check runs before
     any worker starts; :class:`PredictError` names the bad value.
     """
     from rich.console import Console
@@ -142,7 +144,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     from gnntrain.config import load_config
     from gnntrain.tasks import build_task
 
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, quiet=not progress)
     run = _open_run(run_dir)
     cfg = load_config(raw=run.read_config_raw())
     if fmt not in SHARD_FORMATS:

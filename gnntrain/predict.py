@@ -47,8 +47,9 @@ int64 and ``value`` a fixed-size list of ``width`` floats). ``manifest.json``:
 * ``run_dir``, ``checkpoint_epoch``, ``workers`` — the run, the epochs its checkpoint had
   trained, and the workers (= shards) that wrote the rows.
 
-The directory is written under a temporary name beside ``<out>`` and renamed into place
-when complete; an existing ``<out>`` is only replaced with ``--force``.
+The workers write into a directory beside ``<out>``: on a cluster ``<out>`` must lie on a
+file system every worker can write. The directory has a temporary name until it is
+complete and is then renamed into place; an existing ``<out>`` is only replaced with ``--force``.
 :func:`read_predictions` assembles the shards in original-id order with numpy alone,
 one shard in memory at a time.
 """

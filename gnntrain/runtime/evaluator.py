@@ -101,7 +101,8 @@ class Evaluator:
         goes through :meth:`Task.predict` on the last layer's outputs."""
         if what == "embeddings":
             if layer not in self.hidden or layer == 0:
-                raise ValueError(f"layer={layer}: the layers run were 1..{max(self.hidden)}")
+                raise ValueError(f"layer={layer}: embeddings are the rows after a layer that ran "
+                                 f"(1..{max(self.hidden, default=0)})")
             return self.hidden[layer]
         out = self.task.predict(torch.from_numpy(self.hidden[max(self.hidden)]), what)
         return np.ascontiguousarray(out.detach().cpu().numpy())

@@ -411,7 +411,7 @@ def read_predictions(path: str | Path, *, verify: bool = True) -> tuple[np.ndarr
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m gnntrain.predict", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m gnntrain.predict", description="\n\n".join(__doc__.split("\n\n")[:3]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", type=Path, help="a run directory (runs/<name>-<timestamp>)")
     ap.add_argument("--what", default="logits", help=f"what to write: {' | '.join(WHATS)} (default logits)")

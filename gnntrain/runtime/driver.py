@@ -50,14 +50,22 @@ def split_metrics(task: Task, results: list[dict[str, Any]]) -> dict[str, float]
     return out
 
 
+def run_layers(group: WorkerGroup, layers: int, phase: str = "evaluation") -> None:
+    """Layer-wise inference of layers ``0 .. layers-1`` on every worker: layer ``l`` runs
+    everywhere before any worker starts ``l + 1`` (it reads layer ``l``'s rows of its halo
+    from their owners). Afterwards each worker holds the rows after layer ``layers`` of
+    every node it owns; evaluation and ``gnntrain.predict`` both run this loop."""
+    group.call("eval_begin", phase=phase)
+    for layer in range(layers):
+        group.call("eval_layer", layer, phase=f"{phase} layer {layer}")
+
+
 def evaluate(group: WorkerGroup, task: Task, epoch: int, mode: str) -> list[dict[str, Any]]:
     """Every worker's metric states: layer-wise over the full graph (``full``, models with
     ``layer()``), or with the training fanouts (``sampled``)."""
     if mode == "sampled":
         return group.call("eval_sampled", epoch, phase=f"evaluation (epoch {epoch})")
-    group.call("eval_begin", phase="evaluation")
-    for layer in range(group.num_layers):
-        group.call("eval_layer", layer, phase=f"evaluation layer {layer}")
+    run_layers(group, group.num_layers)
     return group.call("eval_results", phase="evaluation")
 
 

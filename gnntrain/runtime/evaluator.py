@@ -5,10 +5,17 @@ layer ``l`` on every worker before any starts ``l + 1``; each worker computes la
 for every node it owns over **all** in-neighbours, reading the previous layer's rows of
 its halo from their owners (:meth:`Evaluator.layer`). Sampled: the split's seeds in
 batches with the training fanouts. Both return the task's metric state per split.
+
+After the layers, :meth:`Evaluator.export` writes this worker's own rows (the rows after
+any layer, or the task's predictions from the last one) as one shard of a prediction
+directory, keyed by original node ids; the layout is documented in :mod:`gnntrain.predict`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,9 +88,38 @@ class Evaluator:
         out_layer = max(self.hidden)
         outputs = torch.from_numpy(self.hidden[out_layer])
         res = {s: self.task.to_json(self.task.eval_state(self.access.part, outputs, s)) for s in SPLITS}
+        self._release()
+        return res
+
+    def _release(self) -> None:
         self.hidden = {}
         self.access.progress.set("idle")
-        return res
+
+    def rows(self, what: str, layer: int) -> np.ndarray:
+        """What ``gnntrain.predict --what WHAT`` writes for every owned node (row ``i`` =
+        local node ``i``): ``embeddings`` are the rows after layer ``layer``; anything else
+        goes through :meth:`Task.predict` on the last layer's outputs."""
+        if what == "embeddings":
+            if layer not in self.hidden or layer == 0:
+                raise ValueError(f"layer={layer}: embeddings are the rows after a layer that ran "
+                                 f"(1..{max(self.hidden, default=0)})")
+            return self.hidden[layer]
+        out = self.task.predict(torch.from_numpy(self.hidden[max(self.hidden)]), what)
+        return np.ascontiguousarray(out.detach().cpu().numpy())
+
+    def export(self, out_dir: str, what: str, layer: int, fmt: str) -> dict[str, Any]:
+        """Write this worker's rows of ``what`` into ``out_dir`` as shard ``part-<p>``
+        (see :func:`write_shard`) and free the layer outputs; returns the shard's manifest
+        entry. ``out_dir`` must be a directory every worker can write (one machine, or a
+        shared file system on a cluster)."""
+        part = self.access.part
+        self.access.progress.set("export")
+        try:
+            values = self.rows(what, layer)
+            return write_shard(Path(out_dir), part.part_id, np.asarray(part.orig_ids, dtype=np.int64),
+                               values, fmt)
+        finally:
+            self._release()
 
     @torch.no_grad()
     def sampled(self, epoch: int) -> dict[str, Any]:
@@ -112,3 +148,54 @@ class Evaluator:
     @property
     def cfg_batch_size(self) -> int:
         return self.access.cfg.sampler.batch_size
+
+
+SHARD_FORMATS = ("npy", "parquet")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _file_entry(path: Path) -> dict[str, Any]:
+    return {"name": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    with path.open("wb") as f:
+        np.save(f, arr, allow_pickle=False)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_shard(out_dir: Path, part_id: int, ids: np.ndarray, values: np.ndarray,
+                fmt: str) -> dict[str, Any]:
+    """Write one part's rows: ``part-<p>.npy`` (values) + ``part-<p>.ids.npy`` (original
+    node ids, int64), or one ``part-<p>.parquet`` (columns ``id`` and ``value``, a
+    fixed-size list per row). Returns the shard's entry of ``manifest.json``."""
+    if fmt not in SHARD_FORMATS:
+        raise ValueError(f"format={fmt!r}: expected one of {SHARD_FORMATS}")
+    if values.ndim != 2 or values.shape[0] != ids.shape[0]:
+        raise ValueError(f"part {part_id}: {ids.shape[0]} ids but values of shape {values.shape}")
+    files: dict[str, dict[str, Any]] = {}
+    if fmt == "npy":
+        for role, name, arr in (("values", f"part-{part_id}.npy", values),
+                                ("ids", f"part-{part_id}.ids.npy", ids)):
+            _save_npy(out_dir / name, np.ascontiguousarray(arr))
+            files[role] = _file_entry(out_dir / name)
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+        table = pa.table({"id": pa.array(ids),
+                          "value": pa.FixedSizeListArray.from_arrays(flat, int(values.shape[1]))})
+        path = out_dir / f"part-{part_id}.parquet"
+        pq.write_table(table, path)
+        files["table"] = _file_entry(path)
+    return {"part": int(part_id), "rows": int(ids.shape[0]), "shape": [int(d) for d in values.shape],
+            "dtype": str(values.dtype), "files": files}

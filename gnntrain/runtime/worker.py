@@ -42,6 +42,7 @@ CALLS: dict[str, tuple[str, str]] = {
     "eval_begin": ("evaluator", "begin"),
     "eval_layer": ("evaluator", "layer"),
     "eval_results": ("evaluator", "results"),
+    "export": ("evaluator", "export"),
     "comm_snapshot": ("access", "comm_snapshot"),
     "state": ("trainer", "state"),
     "state_digest": ("", "state_digest"),

@@ -1,0 +1,448 @@
+"""``python -m gnntrain.predict RUN_DIR``: every node's predictions or embeddings, written by the workers.
+
+Examples::
+
+    python -m gnntrain.predict runs/cora-20261130-081500                      # logits
+    python -m gnntrain.predict runs/cora-20261130-081500 --what probs --out probs/
+    python -m gnntrain.predict runs/cora-20261130-081500 --what embeddings --layer 1
+    python -m gnntrain.predict runs/cora-20261130-081500 --single-process    # one process
+
+The run's own config (``config.yaml``), partition set (the path ``partition.json``
+records, or the stored set ``build_partition_set`` finds again) and worker count are
+used: the same Ray workers as training start, each loads the newest checkpoint, and
+**exact layer-wise inference** runs over the full graph (every node's rows computed once
+per layer over all its in-neighbours, the loop evaluation uses). Each worker then writes
+the rows of the nodes it owns itself; the coordinator only writes the manifest, so no
+process ever holds the whole matrix.
+
+``--what``
+    ``logits`` (the model's outputs) and ``probs`` go through the task's
+    :meth:`~gnntrain.tasks.Task.predict`; ``embeddings`` are the rows after layer
+    ``--layer L`` (``0 < L <= num_layers``; default ``num_layers - 1``, the input of the
+    last layer, or ``1`` for a one-layer model). A task may add its own kinds through
+    ``Task.predict``; ``embeddings`` is the worker's hidden rows and stays task-independent.
+Models without ``layer(i, block, h)`` are refused: sampled inference would make every
+node's result depend on a random neighbourhood and on the partitioning, which a
+prediction export must not.
+
+Output layout (default ``RUN_DIR/predictions/<what>`` or ``.../embeddings-layer<L>``)::
+
+    <out>/
+    ├── manifest.json      what was written (fields below)
+    ├── part-0.npy         values of part 0's nodes, [rows, width] (float32)
+    ├── part-0.ids.npy     their ORIGINAL node ids, int64 [rows]
+    ├── part-1.npy
+    └── part-1.ids.npy
+
+With ``--format parquet`` each part is one ``part-<p>.parquet`` instead (columns ``id``
+int64 and ``value`` a fixed-size list of ``width`` floats). ``manifest.json``:
+
+* ``format_version`` — 1; a reader refuses any other.
+* ``what``, ``layer`` — the kind of rows and the layer they come after (``num_layers``
+  for logits/probs).
+* ``format``, ``dtype``, ``width`` — ``npy`` or ``parquet``; dtype and width of every value row.
+* ``total_rows`` — rows over all shards (= nodes of the graph, each exactly once).
+* ``shards`` — per part: ``part``, ``rows``, ``shape``, ``dtype`` and ``files``
+  (role ``values``/``ids`` or ``table`` -> ``name``, ``bytes``, ``sha256``).
+* ``run_dir``, ``checkpoint_epoch``, ``workers`` — the run, the epochs its checkpoint had
+  trained, and the workers (= shards) that wrote the rows.
+
+The workers write into a directory beside ``<out>``: on a cluster ``<out>`` must lie on a
+file system every worker can write. The directory has a temporary name until it is
+complete and is then renamed into place; an existing ``<out>`` is only replaced with ``--force``.
+:func:`read_predictions` assembles the shards in original-id order with numpy alone,
+one shard in memory at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gnntrain.runtime.evaluator import SHARD_FORMATS, _sha256
+
+if TYPE_CHECKING:
+    from gnntrain.config import RunConfig
+    from gnntrain.models import ModelSpec
+    from gnntrain.rundir import RunDir
+    from gnntrain.runtime.group import WorkerGroup
+    from gnntrain.tasks import Task
+    from partition import PartitionSet
+    from partition.graph import Graph
+
+__all__ = ["FORMAT_VERSION", "Manifest", "PredictError", "main", "predict", "read_manifest",
+           "read_predictions"]
+
+FORMAT_VERSION = 1
+WHATS = ("logits", "probs", "embeddings")
+"""The kinds the built-in task writes; a custom task may accept more through ``Task.predict``."""
+
+
+class PredictError(ValueError):
+    """Bad input to ``gnntrain.predict``; the message names the value and what is allowed."""
+
+
+class FileEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    bytes: int
+    sha256: str
+
+
+class Shard(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    part: int
+    rows: int
+    shape: list[int]
+    dtype: str
+    files: dict[str, FileEntry]
+
+
+class Manifest(BaseModel):
+    """``manifest.json``; fields documented in the module docstring."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format_version: int
+    what: str
+    layer: int
+    format: Literal["npy", "parquet"]
+    dtype: str
+    width: int
+    total_rows: int
+    shards: list[Shard]
+    run_dir: str
+    checkpoint_epoch: int
+    workers: int
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
+            out: str | Path | None = None, *, force: bool = False, fmt: str = "npy",
+            single_process: bool = False, model: ModelSpec | None = None,
+            task: Task | None = None, graph: Graph | None = None, progress: bool = True,
+            console: Any = None) -> Path:
+    """Write ``what`` for every node of the run in ``run_dir``; returns the output directory.
+
+    ``model`` / ``task`` replace the run's ``model.arch`` / ``task.kind`` (for runs trained
+    from Python with objects that cannot be named in a config); ``graph`` replaces loading
+    ``dataset`` where the graph is needed (``single_process``, or a run whose partition
+    set is gone). ``progress=False`` prints nothing. Every check runs before
+    any worker starts; :class:`PredictError` names the bad value.
+    """
+    from rich.console import Console
+
+    from gnntrain.checkpoint import load_latest
+    from gnntrain.config import load_config
+    from gnntrain.tasks import build_task
+
+    console = console or Console(stderr=True, quiet=not progress)
+    run = _open_run(run_dir)
+    cfg = load_config(raw=run.read_config_raw())
+    if fmt not in SHARD_FORMATS:
+        raise PredictError(f"--format {fmt!r}: expected one of {', '.join(SHARD_FORMATS)}")
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise PredictError("--format parquet needs pyarrow (pip install pyarrow); "
+                               "or use --format npy") from None
+    task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
+    if what != "embeddings":
+        if layer is not None:
+            raise PredictError(f"--layer {layer}: only --what embeddings takes a layer "
+                               f"(--what {what!r} is computed from the last layer)")
+        _check_what(task, what)
+    if out is not None:
+        _check_out(Path(out), force)
+    ckpt = load_latest(run)
+    if ckpt is None:
+        raise PredictError(f"run_dir={str(run.path)!r}: no checkpoint in {run.path / 'checkpoints'} "
+                           "(ckpt-<epoch>.pt); a run writes one at its end and every "
+                           "train.checkpoint_every epochs")
+    spec: ModelSpec = model if model is not None else cfg.model.arch
+
+    pset: PartitionSet | None = None
+    if single_process:
+        from gnntrain.data import load_dataset
+
+        graph = graph if graph is not None else load_dataset(cfg.dataset)
+        in_dim, num_classes = graph.num_features, graph.num_classes
+    else:
+        pset = _partition_set(run, cfg, graph)
+        graph = None
+        in_dim, num_classes = pset.num_features, pset.num_classes
+    num_layers = _check_model(spec, cfg, task, in_dim, num_classes, ckpt["model"])
+    layer = _resolve_layer(what, layer, num_layers)
+    out_path = Path(out) if out is not None else run.path / "predictions" / (
+        f"embeddings-layer{layer}" if what == "embeddings" else what)
+    _check_out(out_path, force)
+
+    workers = 1 if single_process else cfg.cluster.workers
+    console.print(f"predicting {what}" + (f" (rows after layer {layer})" if what == "embeddings" else "")
+                  + f" with {workers} worker(s), layer-wise inference, checkpoint after epoch "
+                  f"{int(ckpt['epochs_done'])}")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out_path.name}-", dir=out_path.parent))
+    try:
+        if graph is not None:
+            from gnntrain.runtime.group import LocalGroup
+
+            shards = _infer(LocalGroup(cfg, graph, spec, task), ckpt, what, layer, tmp, fmt)
+        else:
+            assert pset is not None
+            from gnntrain.runtime.cluster import ray_session
+            from gnntrain.runtime.ray_group import RayGroup
+
+            with ray_session(cfg.cluster, workers):
+                group = RayGroup(cfg, str(pset.path), workers, spec, task)
+                try:
+                    shards = _infer(group, ckpt, what, layer, tmp, fmt)
+                finally:
+                    group.shutdown()
+        manifest = Manifest(
+            format_version=FORMAT_VERSION, what=what, layer=layer, format=fmt,  # type: ignore[arg-type]
+            dtype=shards[0]["dtype"], width=int(shards[0]["shape"][1]),
+            total_rows=sum(int(s["rows"]) for s in shards), shards=[Shard(**s) for s in shards],
+            run_dir=str(run.path.resolve()), checkpoint_epoch=int(ckpt["epochs_done"]), workers=workers)
+        from gnntrain.rundir import atomic_write_bytes
+
+        atomic_write_bytes(tmp / "manifest.json", (manifest.model_dump_json(indent=1) + "\n").encode())
+        from partition.build import _move_into_place
+
+        _move_into_place(tmp, out_path)  # the same atomic rename partition sets use
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    console.print(f"wrote {manifest.total_rows:,} rows x {manifest.width} ({what}) to {out_path}")
+    return out_path
+
+
+def _infer(group: WorkerGroup, ckpt: dict[str, Any], what: str, layer: int, tmp: Path,
+           fmt: str) -> list[dict[str, Any]]:
+    """Load the checkpoint into every worker, run the layers needed, have each worker
+    write its shard into ``tmp``; returns the shards' manifest entries in part order."""
+    from gnntrain.runtime.driver import run_layers
+
+    group.call("load_state", {"model": ckpt["model"], "opt": ckpt["opt"]}, phase="restore")
+    run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction")
+    shards: list[dict[str, Any]] = group.call("export", str(tmp), what, layer, fmt,
+                                              phase="prediction export")
+    return sorted(shards, key=lambda s: int(s["part"]))
+
+
+def _open_run(run_dir: str | Path) -> RunDir:
+    from gnntrain.rundir import RunDir
+
+    p = Path(run_dir)
+    if not (p / "config.yaml").is_file():
+        raise PredictError(f"run_dir={str(p)!r}: not a run directory (no config.yaml); pass the "
+                           "directory a training run wrote, e.g. runs/<name>-<timestamp>")
+    return RunDir(p)
+
+
+def _check_what(task: Task, what: str) -> None:
+    """Ask the task whether it writes ``what`` (on one dummy row, before any work)."""
+    import torch
+
+    try:
+        task.predict(torch.zeros(1, 2), what)
+    except ValueError as e:
+        raise PredictError(str(e)) from None
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if not out.exists():
+        return
+    if not force:
+        raise PredictError(f"--out {str(out)!r} exists; pass --force to replace it or choose "
+                           "another path")
+    if not (out.is_dir() and ((out / "manifest.json").is_file() or not any(out.iterdir()))):
+        raise PredictError(f"--out {str(out)!r} exists and is not a prediction directory "
+                           "(no manifest.json); --force only replaces earlier predictions")
+
+
+def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None) -> PartitionSet:
+    """The set the run trained on: the path ``partition.json`` records, else the stored
+    set ``build_partition_set`` finds again for the run's dataset and settings."""
+    from partition import PartitionError, build_partition_set, open_partition_set
+
+    pset = None
+    report = run.path / "partition.json"
+    if report.is_file():
+        recorded = json.loads(report.read_text()).get("partition_path")
+        if recorded and Path(recorded).is_dir():
+            try:
+                pset = open_partition_set(recorded)
+            except PartitionError:
+                pset = None
+    if pset is None:
+        from gnntrain.data import load_dataset
+
+        pset = build_partition_set(graph if graph is not None else load_dataset(cfg.dataset),
+                                   cfg.partition)
+    if pset.num_parts != cfg.cluster.workers:
+        raise PredictError(f"partition set {pset.path} has {pset.num_parts} parts but the run's "
+                           f"cluster.workers={cfg.cluster.workers}; they must be equal")
+    return pset
+
+
+def _check_model(spec: ModelSpec, cfg: RunConfig, task: Task, in_dim: int, num_classes: int,
+                 state: dict[str, Any]) -> int:
+    """Build the model once here (a failing factory fails before Ray), check it takes the
+    checkpoint and has ``layer()``; returns its number of layers."""
+    from gnntrain.models import build_model, has_layerwise
+
+    probe = build_model(spec, cfg.model, in_dim, task.out_dim(num_classes, cfg.model.hidden),
+                        cfg.train.seed)
+    try:
+        probe.load_state_dict(state)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()
+        raise PredictError(f"the checkpoint does not fit model {type(probe).__name__} "
+                           f"(model.arch={cfg.model.arch!r}): {first[1].strip() if len(first) > 1 else first[0]}; "
+                           "pass the model the run trained (predict(..., model=...))") from None
+    if not has_layerwise(probe):
+        raise PredictError(f"model {type(probe).__name__} has no layer(i, block, h) and num_layers: "
+                           "gnntrain.predict needs exact layer-wise inference (see "
+                           "gnntrain.models.protocol); add them to the model")
+    return int(probe.num_layers)  # type: ignore[arg-type]
+
+
+def _resolve_layer(what: str, layer: int | None, num_layers: int) -> int:
+    if what != "embeddings":
+        return num_layers
+    if layer is None:
+        return max(1, num_layers - 1)
+    if not 0 < layer <= num_layers:
+        raise PredictError(f"--layer {layer}: out of range; the model has {num_layers} layers, "
+                           f"allowed 1..{num_layers} (the rows after that layer; {num_layers} = "
+                           "the model's outputs)")
+    return layer
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """The validated ``manifest.json`` of a prediction directory."""
+    p = Path(path) / "manifest.json"
+    if not p.is_file():
+        raise PredictError(f"{str(path)!r} is not a prediction directory (no manifest.json)")
+    raw = json.loads(p.read_text())
+    version = raw.get("format_version") if isinstance(raw, dict) else None
+    if version != FORMAT_VERSION:
+        raise PredictError(f"{p}: format_version={version!r}, this code reads {FORMAT_VERSION}; "
+                           "write the predictions again with this version")
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise PredictError(f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+
+
+def _checked(root: Path, entry: FileEntry, verify: bool) -> Path:
+    path = root / entry.name
+    if not path.is_file() or path.stat().st_size != entry.bytes:
+        raise PredictError(f"{path}: missing or not {entry.bytes} bytes as manifest.json records; "
+                           "write the predictions again")
+    if verify and _sha256(path) != entry.sha256:
+        raise PredictError(f"{path}: SHA-256 differs from manifest.json (changed after writing); "
+                           "write the predictions again")
+    return path
+
+
+def _read_shard(root: Path, m: Manifest, shard: Shard, part: str, verify: bool) -> np.ndarray:
+    """``part`` (``ids`` or ``values``) of one shard."""
+    if m.format == "npy":
+        arr = np.load(_checked(root, shard.files[part], verify), mmap_mode="r", allow_pickle=False)
+    else:
+        import pyarrow.parquet as pq
+
+        col = pq.read_table(_checked(root, shard.files["table"], verify),
+                            columns=["id" if part == "ids" else "value"]).column(0).combine_chunks()
+        arr = (col.to_numpy() if part == "ids"
+               else col.flatten().to_numpy().reshape(shard.rows, m.width))
+    expect = (shard.rows,) if part == "ids" else tuple(shard.shape)
+    if arr.shape != expect:
+        raise PredictError(f"{root}: shard {shard.part} {part} has shape {arr.shape}, manifest "
+                           f"says {expect}")
+    return arr
+
+
+def read_predictions(path: str | Path, *, verify: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, values)`` of a prediction directory, sorted by original node id.
+
+    Reads one shard at a time into the preallocated result (values are never held
+    twice); ``verify`` checks every file's SHA-256 against the manifest first. A node id
+    that appears twice is an error.
+    """
+    root = Path(path)
+    m = read_manifest(root)
+    all_ids = np.concatenate([np.asarray(_read_shard(root, m, s, "ids", verify), dtype=np.int64)
+                              for s in m.shards]) if m.shards else np.empty(0, np.int64)
+    if all_ids.size != m.total_rows:
+        raise PredictError(f"{root}: {all_ids.size} rows in the shards, manifest says {m.total_rows}")
+    order = np.argsort(all_ids, kind="stable")
+    ids = all_ids[order]
+    dup = np.flatnonzero(ids[1:] == ids[:-1])
+    if dup.size:
+        raise PredictError(f"{root}: node id {int(ids[dup[0]])} appears more than once")
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size)
+    values = np.empty((m.total_rows, m.width), dtype=np.dtype(m.dtype))
+    start = 0
+    for s in m.shards:
+        values[pos[start:start + s.rows]] = _read_shard(root, m, s, "values", verify)
+        start += s.rows
+    return ids, values
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m gnntrain.predict", description="\n\n".join(__doc__.split("\n\n")[:3]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path, help="a run directory (runs/<name>-<timestamp>)")
+    ap.add_argument("--what", default="logits", help=f"what to write: {' | '.join(WHATS)} (default logits)")
+    ap.add_argument("--layer", type=int, default=None,
+                    help="embeddings: the rows after layer L, 0 < L <= num_layers (default num_layers-1)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output directory (default RUN_DIR/predictions/<what>)")
+    ap.add_argument("--force", action="store_true", help="replace an existing output directory")
+    ap.add_argument("--format", dest="fmt", default="npy", help="npy (default) | parquet (needs pyarrow)")
+    ap.add_argument("--single-process", action="store_true",
+                    help="one in-process worker over the whole graph (no Ray, no partition set)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from gnntrain.config import ConfigError
+    from gnntrain.data import DataError
+    from partition import PartitionError
+
+    try:
+        predict(args.run_dir, args.what, args.layer, args.out, force=args.force, fmt=args.fmt,
+                single_process=args.single_process)
+    except (PredictError, ConfigError, DataError, PartitionError, FileNotFoundError) as e:
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: workers released, nothing written", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -43,6 +43,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -350,25 +351,31 @@ def content_hash(chunks: ChunkedGraph) -> str:
     np.cumsum(deg, out=indptr[1:])
     del deg
     h.update(str((indptr.dtype.str, indptr.shape)).encode())
-    h.update(memoryview(indptr).cast("B"))
+    _update(h, indptr)
     del indptr
     if not in_order:
         h.update(b"chunk-order")
     h.update(str((np.dtype(np.int64).str, (m.num_edges,))).encode())
     for j in range(len(m.edge_chunks)):
-        h.update(memoryview(np.ascontiguousarray(chunks.read("edges", j, "src"))).cast("B"))
+        _update(h, chunks.read("edges", j, "src"))
     h.update(str((np.dtype(np.float32).str, (n, m.num_features))).encode())
     for j in range(len(m.node_chunks)):
-        x = np.ascontiguousarray(chunks.read("nodes", j, "x"))
-        h.update(memoryview(x.reshape(-1)).cast("B") if x.size else b"")  # type: ignore[arg-type]
+        _update(h, chunks.read("nodes", j, "x"))
     h.update(str((np.dtype(np.int64).str, (n,))).encode())
     for j in range(len(m.node_chunks)):
-        h.update(memoryview(np.ascontiguousarray(chunks.read("nodes", j, "y"))).cast("B"))
+        _update(h, chunks.read("nodes", j, "y"))
     for s, code in SPLIT_CODES.items():
         count = getattr(m, f"num_{s}")
         h.update(str((np.dtype(np.int64).str, (count,))).encode())
         for j, c in enumerate(m.node_chunks):
             ids = np.flatnonzero(chunks.read("nodes", j, "split") == code).astype(np.int64) + c.lo
-            h.update(memoryview(ids).cast("B"))
+            _update(h, ids)
     h.update(str(m.num_classes).encode())
     return h.hexdigest()[:16]
+
+
+def _update(h: Any, a: np.ndarray) -> None:
+    """Feed an array's bytes to a hash without copying (as ``Graph.content_hash`` does)."""
+    a = np.ascontiguousarray(a)
+    if a.size:
+        h.update(memoryview(a.reshape(-1)).cast("B"))  # type: ignore[arg-type]

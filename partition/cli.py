@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 from partition.build import build_partition_set
+from partition.config import METHODS
 from partition.report import PartitionReport, quality_report, write_report
 from partition.steps import StepRecorder
-
-METHODS = ("metis", "random", "ldg")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -238,7 +238,7 @@ def _feature_rows(cfg: SyntheticConfig, centroids: np.ndarray, a: int, y: np.nda
     rng.standard_normal(out=out, dtype=np.float32)
     out *= np.float32(cfg.feature_noise)
     centre = y.copy()
-    swap = rng.random(y.shape[0]) < cfg.feature_mismatch
+    swap = rng.random(int(y.shape[0])) < cfg.feature_mismatch
     centre[swap] = (centre[swap] + rng.integers(1, cfg.classes, int(swap.sum()))) % cfg.classes
     out += centroids[centre]
 

@@ -145,9 +145,10 @@ def ldg_stream(indptr: np.ndarray, indices: np.ndarray, k: int, weights: np.ndar
 def ldg_pass(indptr: np.ndarray, indices: np.ndarray, lo: int, k: int, weights: np.ndarray,
              imbalance: float, prev: np.ndarray, parts: np.ndarray, load: np.ndarray,
              hits: np.ndarray) -> None:  # pragma: no cover - compiled
-    """One LDG pass over the rows of nodes ``lo .. lo + n`` (``indptr``/``weights`` local to
-    them, ``indices``/``prev``/``parts`` global), capacities from these rows' weights alone:
-    blocks streamed in parallel with such shares never exceed the capacity together."""
+    """One LDG pass over the rows of nodes ``lo .. lo + n`` (``indptr``/``weights``/``parts``
+    local to them, ``indices``/``prev`` global; a neighbour outside the rows counts at its
+    part in ``prev``), capacities from these rows' weights alone: blocks streamed in
+    parallel with such shares never exceed the capacity together."""
     n = indptr.shape[0] - 1
     c_count = weights.shape[1]
     total = np.zeros(c_count)
@@ -168,7 +169,7 @@ def ldg_pass(indptr: np.ndarray, indices: np.ndarray, lo: int, k: int, weights: 
             now[c] = caps[c] * seen[c] / total[c] + wmax[c]
         for e in range(indptr[v], indptr[v + 1]):
             u = indices[e]
-            p = parts[u] if parts[u] >= 0 else prev[u]
+            p = parts[u - lo] if lo <= u < lo + n and parts[u - lo] >= 0 else prev[u]
             if p >= 0:
                 hits[p] += 1.0
         best = -1
@@ -208,34 +209,36 @@ def ldg_pass(indptr: np.ndarray, indices: np.ndarray, lo: int, k: int, weights: 
                 if worst < worst_min:
                     worst_min = worst
                     best = p
-        parts[lo + v] = best
+        parts[v] = best
         for c in range(c_count):
             load[best, c] += weights[v, c]
         hits[:] = 0.0
 
 
 @njit(cache=True, nogil=True)
-def lp_cluster(indptr: np.ndarray, indices: np.ndarray, lo: int, labels: np.ndarray,
-               cw: np.ndarray, weights: np.ndarray, limit: np.ndarray,
+def lp_cluster(indptr: np.ndarray, indices: np.ndarray, lo: int, labels: np.ndarray, own: np.ndarray,
+               cw: np.ndarray, delta: np.ndarray, weights: np.ndarray, limit: np.ndarray,
                acc: np.ndarray) -> int:  # pragma: no cover - compiled
     """One round of size-constrained label propagation over the rows ``lo .. lo + n``.
 
     Node ``v`` joins the neighbouring cluster (label) it has most in-neighbours in, if that
     is strictly more than in its own and the cluster's weight stays within ``limit`` in every
-    constraint. ``labels`` (global) and ``cw`` (cluster weights ``[N, c]``) are updated in
-    place as nodes move, so later rows of the block see earlier moves. ``acc`` is a zeroed
-    float64 ``[N]`` scratch array. Returns the number of moves.
+    constraint. ``labels`` and ``cw`` (cluster weights ``[N, c]``) are the round's snapshot
+    and are not written: the rows' new labels go to ``own`` (``[n]``, starting as their
+    snapshot labels) and weight changes to ``delta`` (zeroed ``[N, c]``), so later rows of
+    the block see earlier moves and other blocks see none until the round ends. ``acc`` is a
+    zeroed float64 ``[N]`` scratch array. Returns the number of moves.
     """
     n = indptr.shape[0] - 1
     c_count = weights.shape[1]
     touched = np.empty(max(1, _max_row(indptr)), dtype=np.int64)
     moves = 0
     for i in range(n):
-        v = lo + i
-        cur = labels[v]
+        cur = own[i]
         nt = 0
         for e in range(indptr[i], indptr[i + 1]):
-            lab = labels[indices[e]]
+            u = indices[e]
+            lab = own[u - lo] if lo <= u < lo + n else labels[u]
             if acc[lab] == 0.0:
                 touched[nt] = lab
                 nt += 1
@@ -248,7 +251,7 @@ def lp_cluster(indptr: np.ndarray, indices: np.ndarray, lo: int, labels: np.ndar
                 continue
             fits = True
             for c in range(c_count):
-                if cw[lab, c] + weights[i, c] > limit[c]:
+                if cw[lab, c] + delta[lab, c] + weights[i, c] > limit[c]:
                     fits = False
             if fits:
                 best = lab
@@ -257,9 +260,9 @@ def lp_cluster(indptr: np.ndarray, indices: np.ndarray, lo: int, labels: np.ndar
             acc[touched[t]] = 0.0
         if best != cur:
             for c in range(c_count):
-                cw[cur, c] -= weights[i, c]
-                cw[best, c] += weights[i, c]
-            labels[v] = best
+                delta[cur, c] -= weights[i, c]
+                delta[best, c] += weights[i, c]
+            own[i] = best
             moves += 1
     return moves
 

@@ -31,6 +31,7 @@ is the only one of ``partition/`` that imports Ray.
 from __future__ import annotations
 
 import logging
+import resource
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,7 +69,9 @@ MAX_RETRIES = 3
 
 
 def _peak() -> int:
-    return _read_status("VmHWM")
+    """Peak resident memory of this process or of the largest child it waited for (METIS on
+    the coarse graph runs in a child)."""
+    return max(_read_status("VmHWM"), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 
 
 @ray.remote(max_retries=MAX_RETRIES)

@@ -12,7 +12,8 @@ from partition import PartitionConfig, build_partition_set, quality_report
 from partition.chunked import ChunkedGraph, ChunkError, write_chunks
 from partition.errors import PartitionError
 from partition.methods import assign_parts, vertex_weights
-from partition.multilevel import GraphBlocks, blocked_parts, check_balance
+from partition import multilevel
+from partition.multilevel import GraphBlocks, blocked_parts, check_balance, coarsen
 from partition.parallel import partition_chunks, run_chunks
 from partition.steps import StepRecorder
 from tests.partition.conftest import planted_blocks
@@ -43,7 +44,10 @@ def test_ray_pipeline_writes_the_in_process_set(ray_local: None, messy_graph: Gr
 
 
 @pytest.mark.parametrize("method", ["stream", "multilevel"])
-def test_ray_methods_equal_in_process_blocks(ray_local: None, method: str, tmp_path: Path) -> None:
+def test_ray_methods_equal_in_process_blocks(ray_local: None, method: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same blocks -> the same parts on Ray as in this process (coarsening forced on)."""
+    monkeypatch.setattr(multilevel, "COARSE_NODES", 0)  # read by the coordinator only
     g = planted_blocks(blocks=4, size=150)
     cg = write_chunks(g, tmp_path / "c", edges_per_chunk=1000, nodes_per_chunk=64)
     cfg = PartitionConfig(method=method, parts=4)
@@ -77,6 +81,22 @@ def test_block_methods_balance_and_cut(method: str) -> None:
         assert rep.edge_cut_fraction <= 1.15 * metis.edge_cut_fraction
     else:
         assert rep.edge_cut_fraction < 0.8 * rep.random_edge_cut_fraction
+
+
+def test_coarsening_keeps_communities_and_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """32 planted communities of 50 nodes, k=4 (a cluster may hold 100 nodes): label
+    propagation shrinks the graph at least 5x, and multilevel's cut stays within 1.15x METIS's
+    and far below random's, with every constraint within its allowed load."""
+    monkeypatch.setattr(multilevel, "COARSE_NODES", 0)
+    g = planted_blocks(blocks=32, size=50, p_in=0.2, p_out=0.002)
+    cfg = PartitionConfig(method="multilevel", parts=4)
+    w, _ = vertex_weights(g, cfg)
+    assert np.unique(coarsen(GraphBlocks(g, ROWS), w, 4)).size <= g.num_nodes // 5
+    rep = quality_report(g, assign_parts(g, cfg))
+    metis = quality_report(g, assign_parts(g, cfg.model_copy(update={"method": "metis"})))
+    assert max(rep.imbalance[c] for c in ("nodes", "train", "edges")) <= 1.05 + 1e-9
+    assert rep.edge_cut_fraction <= 1.15 * metis.edge_cut_fraction
+    assert rep.edge_cut_fraction < 0.4 * rep.random_edge_cut_fraction
 
 
 def test_unbalanced_assignment_names_the_constraint(blocks_graph: Graph) -> None:

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from gnntrain.data.graph import Graph
-from partition import PartitionConfig, build_partition_set, quality_report
+from partition import PartitionConfig, build_partition_set, multilevel, quality_report
 from partition.chunked import ChunkedGraph, ChunkError, write_chunks
 from partition.errors import PartitionError
 from partition.methods import assign_parts, vertex_weights
-from partition import multilevel
 from partition.multilevel import GraphBlocks, blocked_parts, check_balance, coarsen
 from partition.parallel import partition_chunks, run_chunks
 from partition.steps import StepRecorder

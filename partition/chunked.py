@@ -304,7 +304,7 @@ class ChunkWriter:
 
 
 def write_chunks(graph: Graph, path: str | Path, *, edges_per_chunk: int = 1 << 22,
-                 nodes_per_chunk: int = 1 << 18) -> ChunkedGraph:
+                 nodes_per_chunk: int = 1 << 17) -> ChunkedGraph:
     """Convert an in-memory graph: edges in CSR order (row by row), nodes by row ranges."""
     if edges_per_chunk < 1 or nodes_per_chunk < 1:
         raise ChunkError(f"edges_per_chunk={edges_per_chunk}, nodes_per_chunk={nodes_per_chunk}: "

@@ -11,6 +11,10 @@
   times) over the in-neighbour rows with the same constraints as capacities; it never
   builds the symmetrised graph, so it runs where METIS cannot hold the graph in memory
   (the CSR may be memory-mapped). For a directed graph it sees in-neighbours only.
+* ``stream`` and ``multilevel``: the block-parallel methods of :mod:`partition.multilevel`
+  (restreamed LDG over row blocks; label-propagation coarsening, METIS on the coarse graph,
+  refinement), run here over the in-memory graph's blocks and by :mod:`partition.parallel`
+  over a chunked graph with Ray tasks.
 
 ``k = 1`` puts every node in part 0 without calling a partitioner.
 """
@@ -79,7 +83,8 @@ def _check_entries(total: int, limit: int, idx_dtype: np.dtype | type) -> None:
         raise PartitionError(
             f"the symmetrised graph has {total} adjacency entries, more than the {limit} a "
             f"{np.dtype(idx_dtype).itemsize * 8}-bit METIS build can index; use "
-            "partition.method='ldg' (streaming) or a 64-bit METIS build")
+            "partition.method='multilevel' (METIS on a coarsened graph) or 'stream', or a 64-bit "
+            "METIS build")
 
 
 def symmetrize(graph: Graph, idx_dtype: np.dtype | type = np.int32,

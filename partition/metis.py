@@ -14,7 +14,7 @@ The integer width of the build (``idx_t``) is probed at load time, not assumed.
 Limits of a 32-bit build (the cmeel wheel): the symmetrised adjacency may hold at most
 2^31 - 1 entries and every vertex-weight total must fit in int32. Larger graphs are
 refused *before* METIS runs with :class:`~partition.errors.PartitionError` that names the
-size and suggests ``method: ldg`` (streaming) or a 64-bit METIS build.
+size and suggests ``method: multilevel`` (METIS on a coarsened graph) or a 64-bit METIS build.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def part_graph_kway(xadj: np.ndarray, adjncy: np.ndarray, nparts: int, *,
     if np.any(totals > lib.max_idx):
         raise PartitionError(
             f"vertex-weight totals {totals.tolist()} exceed idx_t max {lib.max_idx} of {lib.path}; "
-            "use method='ldg' or a 64-bit METIS build")
+            "use method='multilevel' or a 64-bit METIS build")
     if adjwgt is not None and (adjwgt.shape != adjncy.shape or adjwgt.dtype != lib.idx_dtype
                                or not adjwgt.flags.c_contiguous):
         raise PartitionError(f"adjwgt: expected a contiguous {lib.idx_dtype} array of shape "

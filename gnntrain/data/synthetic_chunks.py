@@ -28,7 +28,7 @@ __all__ = ["write_synthetic_chunks"]
 
 
 def write_synthetic_chunks(cfg: SyntheticConfig, path: str | Path, *, name: str = "synthetic",
-                           rows_per_chunk: int = 1 << 18, edges_per_chunk: int = 1 << 23) -> ChunkedGraph:
+                           rows_per_chunk: int = 1 << 17, edges_per_chunk: int = 1 << 22) -> ChunkedGraph:
     """Write the graph of ``cfg`` as chunks under ``path`` (which must not exist).
 
     ``rows_per_chunk`` is rounded up to a multiple of the generator's block (16,384 rows).

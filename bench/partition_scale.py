@@ -1,7 +1,7 @@
 """Partitioning a chunked graph on Ray against today's whole-graph METIS path, same run.
 
     python -m bench.partition_scale            # synthetic 1M nodes / 20M edges / 100 features, k=8
-    python -m bench.partition_scale --smoke    # 20k nodes, k=4, multilevel with 2 task processes
+    python -m bench.partition_scale --smoke    # 30k nodes (coarsened), k=4, multilevel on 2 task processes
 
 Every step runs in its own process, so each peak resident memory (``ru_maxrss``) is that
 step's alone:
@@ -146,7 +146,7 @@ def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="20k nodes, k=4, multilevel on 2 task processes only")
+    ap.add_argument("--smoke", action="store_true", help="30k nodes, k=4, multilevel on 2 task processes only")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--avg-degree", type=float, default=20)
     ap.add_argument("--features", type=int, default=100)
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(CHILDREN[args.child[0]](json.loads(args.child[1]))), flush=True)
         return 0
-    base = {"nodes": 20_000 if args.smoke else args.nodes, "avg_degree": args.avg_degree,
+    base = {"nodes": 30_000 if args.smoke else args.nodes, "avg_degree": args.avg_degree,
             "features": 16 if args.smoke else args.features, "classes": 40,
             "parts": 4 if args.smoke else args.parts, "name": "scale", "smoke": args.smoke}
     methods = ["multilevel"] if args.smoke else args.methods.split(",")

@@ -83,8 +83,8 @@ def _check_entries(total: int, limit: int, idx_dtype: np.dtype | type) -> None:
         raise PartitionError(
             f"the symmetrised graph has {total} adjacency entries, more than the {limit} a "
             f"{np.dtype(idx_dtype).itemsize * 8}-bit METIS build can index; use "
-            "partition.method='multilevel' (METIS on a coarsened graph) or 'stream', or a 64-bit "
-            "METIS build")
+            "partition.method='multilevel' (METIS on a coarsened graph), 'stream' or 'ldg' "
+            "(streaming), or a 64-bit METIS build")
 
 
 def symmetrize(graph: Graph, idx_dtype: np.dtype | type = np.int32,

@@ -217,9 +217,9 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
         from gnntrain.rundir import atomic_write_bytes
 
         atomic_write_bytes(tmp / "manifest.json", (manifest.model_dump_json(indent=1) + "\n").encode())
-        from partition.build import _move_into_place
+        from partition.build import move_into_place
 
-        _move_into_place(tmp, out_path)  # the same atomic rename partition sets use
+        move_into_place(tmp, out_path)  # the same atomic rename partition sets use
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -137,14 +137,18 @@ def ldg_stream(indptr: np.ndarray, indices: np.ndarray, k: int, weights: np.ndar
         prev[:] = parts
         parts[:] = -1
         load[:] = 0.0
-        _ldg_pass(indptr, indices, k, weights, imbalance, prev, parts, load, hits)
+        ldg_pass(indptr, indices, 0, k, weights, imbalance, prev, parts, load, hits)
     return parts
 
 
 @njit(cache=True, nogil=True)
-def _ldg_pass(indptr: np.ndarray, indices: np.ndarray, k: int, weights: np.ndarray,
-              imbalance: float, prev: np.ndarray, parts: np.ndarray, load: np.ndarray,
-              hits: np.ndarray) -> None:  # pragma: no cover - compiled
+def ldg_pass(indptr: np.ndarray, indices: np.ndarray, lo: int, k: int, weights: np.ndarray,
+             imbalance: float, prev: np.ndarray, parts: np.ndarray, load: np.ndarray,
+             hits: np.ndarray) -> None:  # pragma: no cover - compiled
+    """One LDG pass over the rows of nodes ``lo .. lo + n`` (``indptr``/``weights``/``parts``
+    local to them, ``indices``/``prev`` global; a neighbour outside the rows counts at its
+    part in ``prev``), capacities from these rows' weights alone: blocks streamed in
+    parallel with such shares never exceed the capacity together."""
     n = indptr.shape[0] - 1
     c_count = weights.shape[1]
     total = np.zeros(c_count)
@@ -165,7 +169,7 @@ def _ldg_pass(indptr: np.ndarray, indices: np.ndarray, k: int, weights: np.ndarr
             now[c] = caps[c] * seen[c] / total[c] + wmax[c]
         for e in range(indptr[v], indptr[v + 1]):
             u = indices[e]
-            p = parts[u] if parts[u] >= 0 else prev[u]
+            p = parts[u - lo] if lo <= u < lo + n and parts[u - lo] >= 0 else prev[u]
             if p >= 0:
                 hits[p] += 1.0
         best = -1
@@ -209,3 +213,147 @@ def _ldg_pass(indptr: np.ndarray, indices: np.ndarray, k: int, weights: np.ndarr
         for c in range(c_count):
             load[best, c] += weights[v, c]
         hits[:] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def lp_cluster(indptr: np.ndarray, indices: np.ndarray, lo: int, labels: np.ndarray, own: np.ndarray,
+               cw: np.ndarray, delta: np.ndarray, weights: np.ndarray, limit: np.ndarray,
+               acc: np.ndarray) -> int:  # pragma: no cover - compiled
+    """One round of size-constrained label propagation over the rows ``lo .. lo + n``.
+
+    Node ``v`` joins the neighbouring cluster (label) it has most in-neighbours in, if that
+    is strictly more than in its own and the cluster's weight stays within ``limit`` in every
+    constraint. ``labels`` and ``cw`` (cluster weights ``[N, c]``) are the round's snapshot
+    and are not written: the rows' new labels go to ``own`` (``[n]``, starting as their
+    snapshot labels) and weight changes to ``delta`` (zeroed ``[N, c]``), so later rows of
+    the block see earlier moves and other blocks see none until the round ends. ``acc`` is a
+    zeroed float64 ``[N]`` scratch array. Returns the number of moves.
+    """
+    n = indptr.shape[0] - 1
+    c_count = weights.shape[1]
+    touched = np.empty(max(1, _max_row(indptr)), dtype=np.int64)
+    moves = 0
+    for i in range(n):
+        cur = own[i]
+        nt = 0
+        for e in range(indptr[i], indptr[i + 1]):
+            u = indices[e]
+            lab = own[u - lo] if lo <= u < lo + n else labels[u]
+            if acc[lab] == 0.0:
+                touched[nt] = lab
+                nt += 1
+            acc[lab] += 1.0
+        best = cur
+        best_c = acc[cur]
+        for t in range(nt):
+            lab = touched[t]
+            if lab == cur or acc[lab] <= best_c:
+                continue
+            fits = True
+            for c in range(c_count):
+                if cw[lab, c] + delta[lab, c] + weights[i, c] > limit[c]:
+                    fits = False
+            if fits:
+                best = lab
+                best_c = acc[lab]
+        for t in range(nt):
+            acc[touched[t]] = 0.0
+        if best != cur:
+            for c in range(c_count):
+                delta[cur, c] -= weights[i, c]
+                delta[best, c] += weights[i, c]
+            own[i] = best
+            moves += 1
+    return moves
+
+
+@njit(cache=True, nogil=True)
+def _max_row(indptr: np.ndarray) -> int:  # pragma: no cover - compiled
+    m = 0
+    for i in range(indptr.shape[0] - 1):
+        m = max(m, indptr[i + 1] - indptr[i])
+    return m
+
+
+@njit(cache=True, nogil=True)
+def refine_proposals(indptr: np.ndarray, indices: np.ndarray, lo: int, parts: np.ndarray, k: int,
+                     direction: int, over: np.ndarray, node: np.ndarray, target: np.ndarray,
+                     gain: np.ndarray) -> int:  # pragma: no cover - compiled
+    """Label-propagation refinement proposals for the rows ``lo .. lo + n``.
+
+    Node ``v`` in part ``p`` proposes the part ``q`` holding most of its in-neighbours if that
+    beats ``p`` (``gain`` = neighbours in ``q`` minus in ``p``) and ``q > p`` for
+    ``direction = 1`` (``q < p`` for ``-1``): alternating directions between rounds keeps two
+    neighbours from swapping parts past each other. A node of an overloaded part
+    (``over[p]``) proposes its best part that is not overloaded even at a loss. Writes the
+    proposals into ``node``/``target``/``gain`` (length ``n``) and returns their number.
+    """
+    n = indptr.shape[0] - 1
+    acc = np.zeros(k, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        v = lo + i
+        p = parts[v]
+        for e in range(indptr[i], indptr[i + 1]):
+            acc[parts[indices[e]]] += 1
+        best = -1
+        best_c = -1
+        for q in range(k):
+            if q == p:
+                continue
+            if over[p]:
+                if over[q]:
+                    continue
+            elif acc[q] <= acc[p] or (q - p) * direction < 0:
+                continue
+            if acc[q] > best_c:
+                best, best_c = q, acc[q]
+        if best >= 0:
+            node[m] = v
+            target[m] = best
+            gain[m] = acc[best] - acc[p]
+            m += 1
+        acc[:] = 0
+    return m
+
+
+@njit(cache=True, nogil=True)
+def accept_moves(node: np.ndarray, target: np.ndarray, gain: np.ndarray, parts: np.ndarray,
+                 weights: np.ndarray, load: np.ndarray, allowed: np.ndarray) -> int:  # pragma: no cover - compiled
+    """Apply proposals in the given order (best gain first) while the target part stays within
+    ``allowed`` in every constraint where the node has weight; a move that loses edges is taken
+    only while its source part is above ``allowed`` somewhere. Updates ``parts`` and ``load``
+    (``[k, c]``) in place; returns the number of moves."""
+    c_count = weights.shape[1]
+    moved = 0
+    for j in range(node.shape[0]):
+        v = node[j]
+        q = target[j]
+        p = parts[v]
+        if p == q:
+            continue
+        fits = True
+        for c in range(c_count):
+            if weights[v, c] > 0 and load[q, c] + weights[v, c] > allowed[c]:
+                fits = False
+        if not fits:
+            continue
+        if gain[j] <= 0:
+            src_over = False
+            for c in range(c_count):
+                if load[p, c] > allowed[c]:
+                    src_over = True
+            if not src_over:
+                continue
+        for c in range(c_count):
+            load[p, c] -= weights[v, c]
+            load[q, c] += weights[v, c]
+        parts[v] = q
+        moved += 1
+    return moved
+
+
+@njit(cache=True)
+def seed_random(seed: int) -> None:  # pragma: no cover - compiled
+    """Seed the random stream compiled kernels draw from (numba keeps its own)."""
+    np.random.seed(seed)

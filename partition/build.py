@@ -32,13 +32,14 @@ from partition.format import (
     meta_digest,
     write_npy,
 )
-from partition.graph import Graph
+from partition.graph import Graph, unique_sorted
 from partition.methods import assign_parts, check_request
 from partition.paths import join_under
-from partition.steps import StepRecorder
+from partition.steps import StepRecorder, StepStat
 from partition.store import PartitionSet, open_partition_set, settings_of
 
-__all__ = ["Renumbering", "build_partition_set", "set_key", "set_path"]
+__all__ = ["Renumbering", "build_partition_set", "make_tmp", "move_into_place", "part_files",
+           "set_key", "set_path", "set_prefix", "write_meta"]
 
 
 def set_key(graph_hash: str, cfg: PartitionConfig) -> str:
@@ -49,7 +50,12 @@ def set_key(graph_hash: str, cfg: PartitionConfig) -> str:
 
 
 def _set_prefix(graph: Graph, cfg: PartitionConfig) -> str:
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", graph.name) or "graph"
+    return set_prefix(graph.name, cfg)
+
+
+def set_prefix(graph_name: str, cfg: PartitionConfig) -> str:
+    """``<graph>-<method>-k<k>-``: the directory name of a set without its key."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", graph_name) or "graph"
     return f"{name}-{cfg.method}-k{cfg.parts}-"
 
 
@@ -82,7 +88,7 @@ class Renumbering:
         self.book = PartitionBook(offsets)
 
 
-def _make_tmp(root: Path, name: str) -> Path:
+def make_tmp(root: Path, name: str) -> Path:
     try:
         root.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
@@ -102,22 +108,40 @@ def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, n
     np.cumsum(deg, out=indptr[1:])
     indices = np.empty(int(indptr[-1]), dtype=np.int64)
     _kernels.permute_rows(graph.indptr, graph.indices, owned, ren.new_of, indptr, indices)
-    remote = indices[(indices < s) | (indices >= t)]
-    mark[remote] = True
-    halo = np.flatnonzero(mark).astype(np.int64)
-    mark[halo] = False
-    arrays: dict[str, np.ndarray] = {
-        "indptr": indptr, "indices": indices, "x": graph.x[owned], "y": graph.y[owned],
-        "orig_ids": owned, "halo_ids": halo,
-        "halo_offsets": ren.book.split_sorted(halo),
-    }
-    counts = {}
+    splits = {}
     for split, ids in new_splits.items():
         lo, hi = np.searchsorted(ids, [s, t])
-        arrays[f"{split}_idx"] = ids[lo:hi]
-        counts[split] = int(hi - lo)
+        splits[split] = ids[lo:hi]
+    return part_files(p, ren.book, indptr, indices, graph.x[owned], graph.y[owned], owned,
+                      splits, mark)
+
+
+def part_files(p: int, book: PartitionBook, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray,
+               y: np.ndarray, orig_ids: np.ndarray, splits: dict[str, np.ndarray],
+               mark: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], PartCounts]:
+    """The files of part ``p`` from its rows, already in the new numbering (``indices`` are new
+    ids, ``splits`` the sorted new ids of its train/val/test nodes): adds the halo and the
+    counts. ``mark`` (bool ``[N]``, all False, left all False) finds the halo in O(N + e_p);
+    without it the halo is a sort of the remote in-neighbours (what a process that holds one
+    part and no ``[N]`` array does)."""
+    s, t = book.part_range(p)
+    remote = indices[(indices < s) | (indices >= t)]
+    if mark is not None:
+        mark[remote] = True
+        halo = np.flatnonzero(mark).astype(np.int64)
+        mark[halo] = False
+    else:
+        halo = unique_sorted(remote).astype(np.int64)
+    arrays: dict[str, np.ndarray] = {
+        "indptr": indptr, "indices": indices, "x": x, "y": y,
+        "orig_ids": orig_ids, "halo_ids": halo,
+        "halo_offsets": book.split_sorted(halo),
+    }
+    for split in ("train", "val", "test"):
+        arrays[f"{split}_idx"] = splits[split]
     return arrays, PartCounts(nodes=t - s, edges=int(indices.shape[0]), halo=int(halo.shape[0]),
-                              cut_edges=int(remote.shape[0]), **counts)
+                              cut_edges=int(remote.shape[0]),
+                              **{split: int(splits[split].shape[0]) for split in ("train", "val", "test")})
 
 
 class _Writer:
@@ -163,22 +187,34 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
                 w.submit(tmp, f"part-{p}/{name}.npy", arr)
             del arrays
         w.drain()
-    cut = sum(c.cut_edges for c in counts)
-    meta = PartitionMeta(
-        format_version=FORMAT_VERSION, key=key, graph_name=graph.name, graph_hash=graph.content_hash(),
-        method=cfg.method, settings=settings_of(cfg), num_parts=cfg.parts, num_nodes=graph.num_nodes,
-        num_edges=graph.num_edges, num_features=graph.num_features, num_classes=graph.num_classes,
-        feature_dtype=graph.x.dtype.name, offsets=ren.book.offsets.tolist(), parts=counts,
-        edge_cut=cut, edge_cut_fraction=cut / max(graph.num_edges, 1), files=dict(sorted(w.files.items())),
-        steps=rec.steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
-        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)})
-    meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
-    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    write_meta(tmp, key=key, graph_name=graph.name, graph_hash=graph.content_hash(), cfg=cfg,
+               num_nodes=graph.num_nodes, num_edges=graph.num_edges, num_features=graph.num_features,
+               num_classes=graph.num_classes, feature_dtype=graph.x.dtype.name, offsets=ren.book.offsets,
+               counts=counts, files=w.files, steps=rec.steps)
     if on_write is not None:
         on_write("meta.json")
 
 
-def _move_into_place(tmp: Path, path: Path) -> None:
+def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: PartitionConfig,
+               num_nodes: int, num_edges: int, num_features: int, num_classes: int,
+               feature_dtype: str, offsets: np.ndarray, counts: list[PartCounts],
+               files: dict[str, FileEntry], steps: list[StepStat]) -> PartitionMeta:
+    """Write ``meta.json`` of a set whose array files are already in ``tmp``."""
+    cut = sum(c.cut_edges for c in counts)
+    meta = PartitionMeta(
+        format_version=FORMAT_VERSION, key=key, graph_name=graph_name, graph_hash=graph_hash,
+        method=cfg.method, settings=settings_of(cfg), num_parts=cfg.parts, num_nodes=num_nodes,
+        num_edges=num_edges, num_features=num_features, num_classes=num_classes,
+        feature_dtype=feature_dtype, offsets=np.asarray(offsets).tolist(), parts=counts,
+        edge_cut=cut, edge_cut_fraction=cut / max(num_edges, 1), files=dict(sorted(files.items())),
+        steps=steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)})
+    meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
+    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    return meta
+
+
+def move_into_place(tmp: Path, path: Path) -> None:
     """Rename the finished set into place (replacing an old one only when forced)."""
     old = None
     if path.exists():
@@ -226,7 +262,7 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
             pset.check_files()
             pset.reused = True
             return pset
-    tmp = _make_tmp(root, _set_prefix(graph, cfg).rstrip("-"))
+    tmp = make_tmp(root, _set_prefix(graph, cfg).rstrip("-"))
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="partition-hash") as pool:
             # SHA-256 releases the GIL: the hash (~0.3 s per GB) runs beside symmetrise + METIS
@@ -236,7 +272,7 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
                 graph_hash = hashing.result()
         path = set_path(root, graph, cfg)
         _write_set(tmp, graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1], on_write)
-        _move_into_place(tmp, path)
+        move_into_place(tmp, path)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "

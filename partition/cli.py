@@ -18,13 +18,12 @@ import time
 from pathlib import Path
 
 from partition.build import build_partition_set
+from partition.config import METHODS
 from partition.report import PartitionReport, quality_report, write_report
 from partition.steps import StepRecorder
 
 # The one module of ``partition`` that imports upward: a thin entry point that reaches
 # for the dataset loaders and the run config of ``gnntrain`` (tests/test_layering.py).
-
-METHODS = ("metis", "random", "ldg")
 
 
 def _parser() -> argparse.ArgumentParser:

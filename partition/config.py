@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
+
+Method = Literal["metis", "random", "ldg", "stream", "multilevel"]
+METHODS: tuple[str, ...] = get_args(Method)
 
 
 class PartitionConfig(BaseModel):
@@ -16,7 +19,9 @@ class PartitionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    method: Literal["metis", "random", "ldg"] = "metis"
+    method: Method = Field("metis", description="metis, random, ldg (one streaming process), stream "
+                           "(LDG restreamed over row blocks in parallel) or multilevel (label-propagation "
+                           "coarsening over row blocks, METIS on the coarse graph, refinement)")
     parts: int = Field(1, ge=1, description="number of parts k (one Ray worker each)")
     objective: Literal["cut", "vol"] = "cut"
     imbalance: float = Field(1.05, ge=1.0, le=2.0, description="max/mean load tolerated per constraint")

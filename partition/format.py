@@ -75,7 +75,7 @@ from partition.steps import StepStat
 
 __all__ = [
     "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "PartCounts", "PartitionMeta",
-    "meta_digest", "read_npy", "write_npy",
+    "file_sha256", "meta_digest", "read_npy", "write_npy",
 ]
 
 FORMAT_VERSION = 1
@@ -166,7 +166,8 @@ class _HashingWriter:
         return self.raw.write(b)
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a whole file, read in 16 MiB pieces."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
@@ -192,7 +193,7 @@ def read_npy(root: Path, rel: str, entry: FileEntry, *, mmap: bool, verify: bool
     """Load one array file, checking size, optional SHA-256, dtype and shape against ``entry``."""
     path = check_present(root, rel, entry)
     if verify:
-        got = _file_sha256(path)
+        got = file_sha256(path)
         if got != entry.sha256:
             raise PartitionChecksumError(
                 f"partition file {path} fails its checksum (sha256 {got[:16]}..., meta.json "

@@ -11,6 +11,10 @@
   times) over the in-neighbour rows with the same constraints as capacities; it never
   builds the symmetrised graph, so it runs where METIS cannot hold the graph in memory
   (the CSR may be memory-mapped). For a directed graph it sees in-neighbours only.
+* ``stream`` and ``multilevel``: the block-parallel methods of :mod:`partition.multilevel`
+  (restreamed LDG over row blocks; label-propagation coarsening, METIS on the coarse graph,
+  refinement), run here over the in-memory graph's blocks and by :mod:`partition.parallel`
+  over a chunked graph with Ray tasks.
 
 ``k = 1`` puts every node in part 0 without calling a partitioner.
 """
@@ -25,13 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from partition import _kernels
-from partition.config import PartitionConfig
+from partition.config import METHODS, PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
 from partition.steps import StepRecorder
 
-__all__ = ["SymmetricCSR", "allowed_loads", "assign_parts", "check_request", "random_parts",
-           "symmetrize", "vertex_weights"]
+__all__ = ["METHODS", "SymmetricCSR", "allowed_loads", "assign_parts", "check_assignment", "check_counts",
+           "check_request", "metis_balanced",
+           "random_parts", "symmetrize", "vertex_weights", "weights_from"]
 
 _MAX_SEED = 2**31 - 2  # METIS gets seed + 1 (see _metis_parts)
 _INT32_MAX = 2**31 - 1
@@ -53,7 +58,12 @@ class SymmetricCSR:
 
 def check_request(graph: Graph, cfg: PartitionConfig) -> None:
     """Refuse impossible requests before any work: ``k`` against nodes and training nodes."""
-    k, n, n_train = cfg.parts, graph.num_nodes, int(graph.train_idx.shape[0])
+    check_counts(graph.num_nodes, int(graph.train_idx.shape[0]), cfg)
+
+
+def check_counts(n: int, n_train: int, cfg: PartitionConfig) -> None:
+    """:func:`check_request` from the node and training-node counts alone."""
+    k = cfg.parts
     if k < 1:
         raise PartitionError(f"partition.parts={k}: must be >= 1")
     if k > n:
@@ -73,7 +83,8 @@ def _check_entries(total: int, limit: int, idx_dtype: np.dtype | type) -> None:
         raise PartitionError(
             f"the symmetrised graph has {total} adjacency entries, more than the {limit} a "
             f"{np.dtype(idx_dtype).itemsize * 8}-bit METIS build can index; use "
-            "partition.method='ldg' (streaming) or a 64-bit METIS build")
+            "partition.method='multilevel' (METIS on a coarsened graph), 'stream' or 'ldg' "
+            "(streaming), or a 64-bit METIS build")
 
 
 def symmetrize(graph: Graph, idx_dtype: np.dtype | type = np.int32,
@@ -120,21 +131,27 @@ def vertex_weights(graph: Graph, cfg: PartitionConfig) -> tuple[np.ndarray, list
     ``edges`` (in-degree: the rows a part stores and samples from) if ``balance_edges``.
     A constraint whose total is 0 (a graph without edges) is dropped.
     """
-    cols = [np.ones(graph.num_nodes, dtype=np.int64)]
+    return weights_from(graph.mask("train"), graph.in_degrees(), cfg)
+
+
+def weights_from(train: np.ndarray, in_degrees: np.ndarray,
+                 cfg: PartitionConfig) -> tuple[np.ndarray, list[str]]:
+    """:func:`vertex_weights` from the training mask and the in-degrees alone (all a
+    partitioner that never holds the graph has)."""
+    cols = [np.ones(train.shape[0], dtype=np.int64)]
     names = ["nodes"]
     if cfg.balance_train:
-        cols.append(graph.mask("train").astype(np.int64))
+        cols.append(train.astype(np.int64))
         names.append("train")
-    if cfg.balance_edges and graph.num_edges > 0:
-        cols.append(graph.in_degrees().astype(np.int64))
+    if cfg.balance_edges and in_degrees.sum() > 0:
+        cols.append(in_degrees.astype(np.int64))
         names.append("edges")
     return np.stack(cols, axis=1), names
 
 
-def _random_parts(graph: Graph, k: int, seed: int) -> np.ndarray:
+def _random_parts(train: np.ndarray, k: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    parts = np.empty(graph.num_nodes, dtype=np.int64)
-    train = graph.mask("train")
+    parts = np.empty(train.shape[0], dtype=np.int64)
     for stratum in (np.flatnonzero(train), np.flatnonzero(~train)):
         parts[stratum[rng.permutation(stratum.shape[0])]] = np.arange(stratum.shape[0]) % k
     return parts
@@ -177,23 +194,30 @@ def metis_target(imbalance: float) -> float:
 
 
 def _metis_parts(graph: Graph, cfg: PartitionConfig, steps: StepRecorder) -> np.ndarray:
-    """METIS k-way aimed at :func:`metis_target`; if a constraint still ends above its
-    allowed load (METIS overshoots now and then, mostly at k=2: measured 1.066 for 1.05 on
-    CA-HepPh), rerun with half the tolerance, at most ``METIS_TRIES`` calls in all, and keep
-    the best-balanced result."""
-    from partition.metis import load_metis, part_graph_kway
+    from partition.metis import load_metis
 
     lib = load_metis()
     with steps("symmetrize"):
         sym = symmetrize(graph, lib.idx_dtype)
         w, _ = vertex_weights(graph, cfg)
-    allowed = allowed_loads(w, cfg.parts, cfg.imbalance)
+    with steps("metis"):
+        return metis_balanced(sym, w, cfg, allowed_loads(w, cfg.parts, cfg.imbalance))
+
+
+def metis_balanced(sym: SymmetricCSR, w: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
+                   adjwgt: np.ndarray | None = None) -> np.ndarray:
+    """METIS k-way aimed at :func:`metis_target`; if a constraint still ends above its
+    ``allowed`` load (METIS overshoots now and then, mostly at k=2: measured 1.066 for 1.05 on
+    CA-HepPh), rerun with half the tolerance, at most ``METIS_TRIES`` calls in all, and keep
+    the best-balanced result. ``adjwgt`` weighs the edges (a coarsened graph)."""
+    from partition.metis import part_graph_kway
+
     best: tuple[float, np.ndarray] | None = None
     ub = metis_target(cfg.imbalance)
-    with steps("metis"), _spill_dir(cfg.metis_spill) as spill:
+    with _spill_dir(cfg.metis_spill) as spill:
         for _ in range(METIS_TRIES):
             # METIS seeds the C library's srand(), where seeds 0 and 1 are the same stream
-            parts, _ = part_graph_kway(sym.xadj, sym.adjncy, cfg.parts, vwgt=w, ubvec=ub,
+            parts, _ = part_graph_kway(sym.xadj, sym.adjncy, cfg.parts, vwgt=w, adjwgt=adjwgt, ubvec=ub,
                                        objective=cfg.objective, seed=cfg.seed + 1, spill_dir=spill)
             excess = _excess(parts, w, cfg.parts, allowed)
             if best is None or excess < best[0]:
@@ -206,11 +230,16 @@ def _metis_parts(graph: Graph, cfg: PartitionConfig, steps: StepRecorder) -> np.
 
 
 def _check_result(graph: Graph, cfg: PartitionConfig, parts: np.ndarray) -> None:
-    assert parts.shape == (graph.num_nodes,) and parts.dtype == np.int64
+    check_assignment(parts, graph.train_idx, cfg)
+
+
+def check_assignment(parts: np.ndarray, train_idx: np.ndarray, cfg: PartitionConfig) -> None:
+    """Every node in a part in ``[0, k)``; no part without training nodes unless allowed."""
+    assert parts.ndim == 1 and parts.dtype == np.int64
     assert parts.min() >= 0 and parts.max() < cfg.parts
     if cfg.allow_empty_train:
         return
-    per_part = np.bincount(parts[graph.train_idx], minlength=cfg.parts)
+    per_part = np.bincount(parts[train_idx], minlength=cfg.parts)
     empty = np.flatnonzero(per_part == 0)
     if empty.size:
         raise PartitionError(
@@ -233,16 +262,21 @@ def assign_parts(graph: Graph, cfg: PartitionConfig, *,
         parts = _metis_parts(graph, cfg, rec)
     elif cfg.method == "random":
         with rec("random"):
-            parts = _random_parts(graph, cfg.parts, cfg.seed)
+            parts = _random_parts(graph.mask("train"), cfg.parts, cfg.seed)
     elif cfg.method == "ldg":
         with rec("ldg"):
             parts = _ldg_parts(graph, cfg)
+    elif cfg.method in ("stream", "multilevel"):
+        from partition.multilevel import GraphBlocks, blocked_parts
+
+        w, names = vertex_weights(graph, cfg)
+        parts = blocked_parts(GraphBlocks(graph), w, names, cfg, rec)
     else:  # pragma: no cover - PartitionConfig's Literal refuses other names
-        raise PartitionError(f"partition.method={cfg.method!r}: expected metis, random or ldg")
+        raise PartitionError(f"partition.method={cfg.method!r}: expected one of {', '.join(METHODS)}")
     _check_result(graph, cfg, parts)
     return parts
 
 
 def random_parts(graph: Graph, k: int, seed: int = 0) -> np.ndarray:
     """The random baseline on its own (used by the quality report on the same graph)."""
-    return _random_parts(graph, k, seed)
+    return _random_parts(graph.mask("train"), k, seed)

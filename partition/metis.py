@@ -14,7 +14,7 @@ The integer width of the build (``idx_t``) is probed at load time, not assumed.
 Limits of a 32-bit build (the cmeel wheel): the symmetrised adjacency may hold at most
 2^31 - 1 entries and every vertex-weight total must fit in int32. Larger graphs are
 refused *before* METIS runs with :class:`~partition.errors.PartitionError` that names the
-size and suggests ``method: ldg`` (streaming) or a 64-bit METIS build.
+size and suggests ``method: multilevel`` (METIS on a coarsened graph) or a 64-bit METIS build.
 """
 
 from __future__ import annotations
@@ -126,13 +126,15 @@ def _ptr(a: np.ndarray | None) -> ctypes.c_void_p | None:
 
 
 def part_graph_kway(xadj: np.ndarray, adjncy: np.ndarray, nparts: int, *,
-                    vwgt: np.ndarray | None = None, ubvec: float = 1.05,
+                    vwgt: np.ndarray | None = None, adjwgt: np.ndarray | None = None,
+                    ubvec: float = 1.05,
                     objective: str = "cut", seed: int = 0,
                     spill_dir: str | Path | None = None) -> tuple[np.ndarray, int]:
     """Call ``METIS_PartGraphKway`` on a symmetric CSR without self-loops.
 
     ``xadj``/``adjncy`` must already be of the library's ``idx_t`` (see
-    :func:`load_metis`); ``vwgt`` is ``[n, ncon]`` (one column per balance constraint).
+    :func:`load_metis`); ``vwgt`` is ``[n, ncon]`` (one column per balance constraint);
+    ``adjwgt`` (optional, one per ``adjncy`` entry, symmetric) weighs the edges.
     Returns the part of every vertex (int64) and METIS's edge cut (or volume).
 
     ``spill_dir`` turns on ``METIS_OPTION_ONDISK``: METIS writes each coarsened graph
@@ -159,7 +161,11 @@ def part_graph_kway(xadj: np.ndarray, adjncy: np.ndarray, nparts: int, *,
     if np.any(totals > lib.max_idx):
         raise PartitionError(
             f"vertex-weight totals {totals.tolist()} exceed idx_t max {lib.max_idx} of {lib.path}; "
-            "use method='ldg' or a 64-bit METIS build")
+            "use method='multilevel' or a 64-bit METIS build")
+    if adjwgt is not None and (adjwgt.shape != adjncy.shape or adjwgt.dtype != lib.idx_dtype
+                               or not adjwgt.flags.c_contiguous):
+        raise PartitionError(f"adjwgt: expected a contiguous {lib.idx_dtype} array of shape "
+                             f"{list(adjncy.shape)}, got {adjwgt.dtype} {list(adjwgt.shape)}")
     ncon = int(vwgt.shape[1])
     w = np.ascontiguousarray(vwgt, dtype=lib.idx_dtype)
     nvtxs_a = np.array([n], dtype=lib.idx_dtype)
@@ -175,7 +181,7 @@ def part_graph_kway(xadj: np.ndarray, adjncy: np.ndarray, nparts: int, *,
     part = np.zeros(n, dtype=lib.idx_dtype)
     with contextlib.chdir(spill_dir) if spill_dir is not None else contextlib.nullcontext():
         status = lib.kway(_ptr(nvtxs_a), _ptr(ncon_a), _ptr(xadj), _ptr(adjncy), _ptr(w), None,
-                          None, _ptr(nparts_a), None, _ptr(ub), _ptr(options), _ptr(objval), _ptr(part))
+                          _ptr(adjwgt), _ptr(nparts_a), None, _ptr(ub), _ptr(options), _ptr(objval), _ptr(part))
     if status != 1:
         raise PartitionError(
             f"METIS_PartGraphKway failed with {_STATUS.get(status, status)} "

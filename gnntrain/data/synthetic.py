@@ -98,15 +98,20 @@ def _plan(cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray, _ClassSampler]:
 def _finish(cfg: SyntheticConfig, name: str, indptr: np.ndarray, indices: np.ndarray,
             y: np.ndarray) -> Graph:
     """Add features and the random split to the structure; validate."""
-    n = cfg.nodes
     x = _features(cfg, y)
+    train, val, test = _split(cfg)
+    return Graph(indptr=indptr, indices=indices, x=x, y=y.astype(np.int64),
+                 train_idx=np.sort(train), val_idx=np.sort(val), test_idx=np.sort(test),
+                 num_classes=cfg.classes, name=name).validate()
+
+
+def _split(cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Train, validation and test node ids (unsorted): a seeded permutation cut by fractions."""
+    n = cfg.nodes
     perm = _rng(cfg.seed, _SPLIT).permutation(n)
     n_tr = max(1, int(round(cfg.train_frac * n)))
     n_va = min(int(round(cfg.val_frac * n)), n - n_tr)
-    return Graph(indptr=indptr, indices=indices, x=x, y=y.astype(np.int64),
-                 train_idx=np.sort(perm[:n_tr]), val_idx=np.sort(perm[n_tr:n_tr + n_va]),
-                 test_idx=np.sort(perm[n_tr + n_va:]), num_classes=cfg.classes,
-                 name=name).validate()
+    return perm[:n_tr], perm[n_tr:n_tr + n_va], perm[n_tr + n_va:]
 
 
 def _weights(n: int, avg_degree: float, power_law: float, rng: np.random.Generator,
@@ -214,20 +219,28 @@ def _block_edges(cfg: SyntheticConfig, a: int, w: np.ndarray, y: np.ndarray,
 
 def _features(cfg: SyntheticConfig, y: np.ndarray) -> np.ndarray:
     """Class centroid plus N(0, feature_noise^2) noise, float32, generated per block."""
-    centroids = _rng(cfg.seed, _CENTROIDS).standard_normal((cfg.classes, cfg.features),
-                                                           dtype=np.float32)
+    centroids = _centroids(cfg)
     x = np.empty((y.shape[0], cfg.features), dtype=np.float32)
-    noise = np.float32(cfg.feature_noise)
     for a in range(0, y.shape[0], BLOCK):
         b = min(a + BLOCK, y.shape[0])
-        rng = _rng(cfg.seed, _FEATURES, a // BLOCK)
-        rng.standard_normal(out=x[a:b], dtype=np.float32)
-        x[a:b] *= noise
-        centre = y[a:b].copy()
-        swap = rng.random(b - a) < cfg.feature_mismatch
-        centre[swap] = (centre[swap] + rng.integers(1, cfg.classes, int(swap.sum()))) % cfg.classes
-        x[a:b] += centroids[centre]
+        _feature_rows(cfg, centroids, a, y[a:b], x[a:b])
     return x
+
+
+def _centroids(cfg: SyntheticConfig) -> np.ndarray:
+    return _rng(cfg.seed, _CENTROIDS).standard_normal((cfg.classes, cfg.features), dtype=np.float32)
+
+
+def _feature_rows(cfg: SyntheticConfig, centroids: np.ndarray, a: int, y: np.ndarray,
+                  out: np.ndarray) -> None:
+    """Features of the block of rows starting at ``a`` (a multiple of ``BLOCK``) into ``out``."""
+    rng = _rng(cfg.seed, _FEATURES, a // BLOCK)
+    rng.standard_normal(out=out, dtype=np.float32)
+    out *= np.float32(cfg.feature_noise)
+    centre = y.copy()
+    swap = rng.random(int(y.shape[0])) < cfg.feature_mismatch
+    centre[swap] = (centre[swap] + rng.integers(1, cfg.classes, int(swap.sum()))) % cfg.classes
+    out += centroids[centre]
 
 
 @numba.njit(cache=True, nogil=True)

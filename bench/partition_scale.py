@@ -1,0 +1,243 @@
+"""Partitioning a chunked graph on Ray against today's whole-graph METIS path, same run.
+
+    python -m bench.partition_scale            # synthetic 1M nodes / 20M edges / 100 features, k=8
+    python -m bench.partition_scale --smoke    # 30k nodes (coarsened), k=4, multilevel on 2 task processes
+
+Every step runs in its own process, so each peak resident memory (``ru_maxrss``) is that
+step's alone:
+
+1. ``chunks``: the synthetic graph streamed to chunks on disk
+   (:func:`gnntrain.data.synthetic_chunks.write_synthetic_chunks`, never the whole edge list).
+2. ``metis``: today's path: the graph generated in memory, ``build_partition_set`` with METIS.
+3. ``<method> w=<n>``: :func:`partition.parallel.run_chunks` on a local Ray started with
+   ``num_cpus=n`` (1 or 2 task processes at a time). Its memory is the larger of the
+   coordinator's peak and the largest peak of any process that ran a task; Ray's own
+   daemons (raylet, GCS, object store) are not counted.
+4. ``check``: the graph generated once more; for every set, ``quality_report`` (edge cut,
+   imbalance, the existing report), every node owned by exactly one part, every file's
+   checksum, and every part's rows, features and labels equal to the graph's.
+
+Correctness targets (exit status 1 when one fails): every set round-trips, every node is
+assigned exactly once, every balance constraint (nodes, training nodes, edges) within
+``partition.imbalance``. Reported, not gated (timing and memory on a shared machine): edge
+cut / METIS's (target <= 1.15 for multilevel), peak memory of the largest process / the
+METIS path's (target <= 0.5), time with 1 and 2 task processes. JSON goes to bench/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OUT = Path(__file__).resolve().parent / "out"
+MIB = 1 << 20
+
+
+def _graph_cfg(args: dict[str, Any]) -> Any:
+    from gnntrain.config import SyntheticConfig
+
+    return SyntheticConfig(nodes=args["nodes"], avg_degree=args["avg_degree"], features=args["features"],
+                           classes=args["classes"], train_frac=0.1, val_frac=0.05, seed=0)
+
+
+def _peak_mib() -> float:
+    """This process's peak (not its children's: the Ray child's children are Ray's daemons)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child_chunks(a: dict[str, Any]) -> dict[str, Any]:
+    from gnntrain.data.synthetic_chunks import write_synthetic_chunks
+
+    t0 = time.perf_counter()
+    cg = write_synthetic_chunks(_graph_cfg(a), a["chunks"], name=a["name"])
+    return {"seconds": time.perf_counter() - t0, "peak_mib": _peak_mib(), "edges": cg.num_edges,
+            "edge_chunks": len(cg.manifest.edge_chunks), "node_chunks": len(cg.manifest.node_chunks)}
+
+
+def _child_metis(a: dict[str, Any]) -> dict[str, Any]:
+    from gnntrain.data.synthetic import generate
+    from partition import PartitionConfig, build_partition_set
+
+    t0 = time.perf_counter()
+    g = generate(_graph_cfg(a), name=a["name"])
+    t1 = time.perf_counter()
+    pset = build_partition_set(g, PartitionConfig(method="metis", parts=a["parts"]), a["root"])
+    return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": _peak_mib(),
+            "path": str(pset.path)}
+
+
+def _child_ray(a: dict[str, Any]) -> dict[str, Any]:
+    import logging
+
+    import ray
+
+    from partition import PartitionConfig
+    from partition.parallel import run_chunks
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(address="local", num_cpus=a["workers"], include_dashboard=False, object_store_memory=int(1e9),
+             _temp_dir=tempfile.mkdtemp(prefix="rt-", dir="/tmp"), logging_level=logging.WARNING,
+             log_to_driver=False)
+    try:
+        t0 = time.perf_counter()
+        run = run_chunks(a["chunks"], PartitionConfig(method=a["method"], parts=a["parts"]), a["root"],
+                         progress=not a["smoke"])
+        seconds = time.perf_counter() - t0
+    finally:
+        ray.shutdown()
+    steps = {s.name: round(s.seconds, 1) for s in run.pset.meta.steps}
+    return {"seconds": seconds, "coordinator_peak_mib": _peak_mib(), "worker_peak_mib": run.worker_peak_rss / MIB,
+            "peak_mib": max(_peak_mib(), run.worker_peak_rss / MIB), "path": str(run.pset.path), "steps": steps}
+
+
+def _check_set(g: Any, path: str) -> dict[str, Any]:
+    """Quality report and round trip of one set against the graph."""
+    from partition import open_partition_set, quality_report
+
+    pset = open_partition_set(path, expect_graph_hash=g.content_hash())
+    pset.check_files(verify=True)
+    owned = np.zeros(g.num_nodes, dtype=np.int64)
+    ok = True
+    deg = np.diff(g.indptr)
+    for p in range(pset.num_parts):
+        part = pset.load_part(p)
+        o = part.orig_ids
+        owned[o] += 1
+        lens = deg[o]
+        pos = np.repeat(g.indptr[o] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+        ok &= bool(np.array_equal(part.x, g.x[o]) and np.array_equal(part.y, g.y[o])
+                   and np.array_equal(np.diff(part.indptr), lens)
+                   and np.array_equal(pset.orig_ids(part.indices), g.indices[pos]))
+    rep = quality_report(g, pset.assignment())
+    return {"edge_cut": rep.edge_cut_fraction, "imbalance": {k: rep.imbalance[k] for k in ("nodes", "train", "edges")},
+            "assigned_once": bool(np.all(owned == 1)), "round_trip": ok}
+
+
+def _child_check(a: dict[str, Any]) -> dict[str, Any]:
+    from gnntrain.data.synthetic import generate
+
+    g = generate(_graph_cfg(a), name=a["name"])
+    return {name: _check_set(g, path) for name, path in a["sets"].items()}
+
+
+CHILDREN = {"chunks": _child_chunks, "metis": _child_metis, "ray": _child_ray, "check": _child_check}
+
+
+def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "bench.partition_scale", "--child", kind, json.dumps(a)],
+                         stdout=subprocess.PIPE, text=True, timeout=timeout,
+                         cwd=Path(__file__).resolve().parent.parent)
+    if out.returncode != 0:
+        raise RuntimeError(f"step {kind} failed with exit status {out.returncode}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1])) | {"process_s": time.perf_counter() - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="30k nodes, k=4, multilevel on 2 task processes only")
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--avg-degree", type=float, default=20)
+    ap.add_argument("--features", type=int, default=100)
+    ap.add_argument("--parts", type=int, default=8)
+    ap.add_argument("--methods", default="multilevel,stream")
+    ap.add_argument("--workers", default="1,2", help="task processes per run (Ray num_cpus)")
+    ap.add_argument("--dir", help="work directory (default: a temporary one, removed at the end)")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(CHILDREN[args.child[0]](json.loads(args.child[1]))), flush=True)
+        return 0
+    base = {"nodes": 30_000 if args.smoke else args.nodes, "avg_degree": args.avg_degree,
+            "features": 16 if args.smoke else args.features, "classes": 40,
+            "parts": 4 if args.smoke else args.parts, "name": "scale", "smoke": args.smoke}
+    methods = ["multilevel"] if args.smoke else args.methods.split(",")
+    workers = [2] if args.smoke else [int(w) for w in args.workers.split(",")]
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="pscale-"))
+    timeout = 300 if args.smoke else 3600
+    base |= {"chunks": str(work / "chunks"), "root": str(work / "sets")}
+    shutil.rmtree(work / "chunks", ignore_errors=True)
+    shutil.rmtree(work / "sets", ignore_errors=True)
+    t0 = time.perf_counter()
+    try:
+        rows: dict[str, dict[str, Any]] = {"chunks": _spawn("chunks", base, timeout)}
+        print(f"chunks: {rows['chunks']}", flush=True)
+        rows["metis"] = _spawn("metis", base, timeout)
+        print(f"metis: {rows['metis']}", flush=True)
+        for m in methods:
+            for w in workers:
+                r = _spawn("ray", base | {"method": m, "workers": w}, timeout)
+                rows[f"{m} w={w}"] = r
+                print(f"{m} w={w}: {r}", flush=True)
+                if w != workers[-1]:  # the same settings write the same set: rebuild it
+                    shutil.rmtree(r["path"])
+        sets = {"metis": rows["metis"]["path"]} | {m: rows[f"{m} w={workers[-1]}"]["path"] for m in methods}
+        checks = _spawn("check", base | {"sets": sets}, timeout)
+        checks.pop("process_s")
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return _summarise(base, rows, checks, methods, workers, time.perf_counter() - t0, args.smoke)
+
+
+def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: dict[str, dict[str, Any]],
+               methods: list[str], workers: list[int], total: float, smoke: bool) -> int:
+    metis = rows["metis"]
+    mc = checks["metis"]
+    print(f"\ngraph: {base['nodes']:,} nodes, {rows['chunks']['edges']:,} edges, {base['features']} features, "
+          f"k={base['parts']}; chunks written in {rows['chunks']['seconds']:.1f} s, peak "
+          f"{rows['chunks']['peak_mib']:.0f} MiB ({rows['chunks']['edge_chunks']} edge / "
+          f"{rows['chunks']['node_chunks']} node chunks)")
+    print(f"{'row':<16} {'seconds':>8} {'peak MiB':>9} {'coord MiB':>9} {'worker MiB':>10} {'mem/metis':>9} "
+          f"{'edge cut':>8} {'cut/metis':>9} {'train imb':>9} {'edge imb':>8} {'node imb':>8}")
+    print(f"{'metis (whole)':<16} {metis['seconds']:>8.1f} {metis['peak_mib']:>9.0f} {'':>9} {'':>10} {1.0:>9.2f} "
+          f"{mc['edge_cut']:>8.3f} {1.0:>9.2f} {mc['imbalance']['train']:>9.3f} {mc['imbalance']['edges']:>8.3f} "
+          f"{mc['imbalance']['nodes']:>8.3f}")
+    failures = [f"{n}: {what}" for n, c in checks.items() for what, bad in
+                (("round trip", not c["round_trip"]), ("a node not owned exactly once", not c["assigned_once"]),
+                 ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9)) if bad]
+    result: dict[str, Any] = {"graph": base, "rows": rows, "checks": checks, "total_s": total}
+    for m in methods:
+        c = checks[m]
+        for w in workers:
+            r = rows[f"{m} w={w}"]
+            print(f"{m + ' w=' + str(w):<16} {r['seconds']:>8.1f} {r['peak_mib']:>9.0f} "
+                  f"{r['coordinator_peak_mib']:>9.0f} {r['worker_peak_mib']:>10.0f} "
+                  f"{r['peak_mib'] / metis['peak_mib']:>9.2f} {c['edge_cut']:>8.3f} "
+                  f"{c['edge_cut'] / mc['edge_cut']:>9.2f} {c['imbalance']['train']:>9.3f} "
+                  f"{c['imbalance']['edges']:>8.3f} {c['imbalance']['nodes']:>8.3f}")
+        steps = rows[f"{m} w={workers[-1]}"]["steps"]
+        print(f"  {m} steps (coordinator wall s, w={workers[-1]}): {steps}")
+    for m in methods:
+        r = {w: rows[f"{m} w={w}"] for w in workers}
+        if len(workers) > 1:
+            print(f"  {m}: {workers[0]} -> {workers[-1]} task processes: "
+                  f"{r[workers[0]]['seconds']:.1f} s -> {r[workers[-1]]['seconds']:.1f} s "
+                  f"({r[workers[0]]['seconds'] / r[workers[-1]]['seconds']:.2f}x)")
+    if "multilevel" in methods:
+        ml = rows[f"multilevel w={workers[-1]}"]
+        cut = checks["multilevel"]["edge_cut"] / mc["edge_cut"]
+        mem = ml["peak_mib"] / metis["peak_mib"]
+        print(f"targets (reported): multilevel cut / METIS {cut:.2f} (<= 1.15: {'met' if cut <= 1.15 else 'NOT met'}); "
+              f"largest process / METIS path {mem:.2f} (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
+    print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")
+    print(f"total {total:.0f} s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / ("partition_scale-smoke.json" if smoke else "partition_scale.json")).write_text(
+        json.dumps(result, indent=1, default=str))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,360 @@
+"""Partition a chunked graph (:mod:`partition.chunked`) with Ray tasks, never holding it whole.
+
+:func:`partition_chunks` writes the same partition set as
+:func:`~partition.build.build_partition_set` would for the same graph and settings (same
+directory name, files and checksums, :mod:`partition.format`), in five steps:
+
+1. ``blocks``: one task per edge chunk sorts its edges by destination and splits them by row
+   block (``block_rows`` rows each); one task per row block gathers its pieces into the
+   block's in-neighbour CSR (rows in edge-id order, as the in-memory CSR has them) and
+   returns its in-degrees.
+2. ``assign``: the method (``random``, ``stream`` or ``multilevel``; :mod:`partition.multilevel`)
+   runs its per-block work as one task per block; between rounds the coordinator holds
+   ``O(N)`` arrays only (degrees, weights, labels, parts).
+3. ``renumber``: nodes sorted by part, as :class:`~partition.build.Renumbering` does.
+4. ``write``: one task per row block cuts its rows (and its node chunk's features, labels and
+   splits) by part; one task per part concatenates its pieces and writes the part's files
+   through :func:`partition.build.part_files` and :func:`partition.format.write_npy`.
+5. ``meta.json`` by :func:`partition.build.write_meta`; the set is renamed into place.
+
+Every task is retried by Ray on a lost worker (``max_retries``); an exception in a task, a
+chunk failing its checksum or an interrupt removes the temporary directory, so no half
+set is left under the final name. The set's temporary directory (pieces included) is on the
+partition root, which every Ray node must see (a shared file system on a cluster).
+
+Ray Data was not used: it needs pandas and pyarrow, which this project does not install,
+and its shuffles and groupbys do not keep the order of edges inside a row, which step 1
+must keep so that the files equal those of the in-memory path byte for byte. This module
+is the only one of ``partition/`` that imports Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import ray
+from tqdm import tqdm
+
+from partition import _kernels
+from partition.book import PartitionBook
+from partition.build import (
+    Renumbering,
+    make_tmp,
+    move_into_place,
+    part_files,
+    set_key,
+    set_prefix,
+    write_meta,
+)
+from partition.chunked import SPLIT_CODES, ChunkedGraph, open_chunks
+from partition.config import PartitionConfig
+from partition.errors import PartitionError
+from partition.format import FileEntry, PartCounts, write_npy
+from partition.methods import _random_parts, check_assignment, check_counts, weights_from
+from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
+from partition.steps import StepRecorder, _read_status
+from partition.store import PartitionSet, open_partition_set
+
+__all__ = ["CHUNKED_METHODS", "ChunkedRun", "RayBlocks", "partition_chunks", "run_chunks"]
+
+T = TypeVar("T")
+CHUNKED_METHODS = ("random", "stream", "multilevel")
+MAX_RETRIES = 3
+
+
+def _peak() -> int:
+    """Peak resident memory of this process or of the largest child it waited for (METIS on
+    the coarse graph runs in a child)."""
+    return max(_read_status("VmHWM"), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+
+
+@ray.remote(max_retries=MAX_RETRIES)
+def _task(fn: Callable[..., Any], *args: Any) -> tuple[Any, int]:
+    return fn(*args), _peak()
+
+
+@ray.remote(max_retries=MAX_RETRIES, num_returns=2)
+def _kept_task(fn: Callable[..., Any], *args: Any) -> tuple[Any, int]:
+    return fn(*args), _peak()
+
+
+@ray.remote(max_retries=MAX_RETRIES)
+def _gather_task(fn: Callable[..., Any], count: int, *args: Any) -> tuple[Any, int]:
+    return fn(list(args[:count]), *args[count:]), _peak()
+
+
+def _load_block(work: str, b: int, lo: int, hi: int) -> Block:
+    d = Path(work) / f"block-{b}"
+    return Block(index=b, lo=lo, hi=hi, indptr=np.load(d / "indptr.npy", mmap_mode="r"),
+                 indices=np.load(d / "indices.npy", mmap_mode="r"))
+
+
+def _on_block(work: str, b: int, lo: int, hi: int, fn: Callable[..., Any], *shared: Any) -> Any:
+    return fn(_load_block(work, b, lo, hi), *shared)
+
+
+class _Runner:
+    """Submits tasks, shows progress, and keeps the largest worker peak RSS seen."""
+
+    def __init__(self, progress: bool) -> None:
+        self.progress = progress
+        self.worker_peak = 0
+
+    def wait(self, refs: list[Any], desc: str) -> list[Any]:
+        """Wait for ``refs`` with a progress bar; return their values."""
+        left = list(refs)
+        with tqdm(total=len(refs), desc=desc, disable=not self.progress, leave=False) as bar:
+            while left:
+                done, left = ray.wait(left, num_returns=1)
+                bar.update(len(done))
+        return list(ray.get(refs))
+
+    def results(self, refs: list[Any], desc: str) -> list[Any]:
+        """Values of tasks that return ``(value, peak RSS)``."""
+        return [self._unwrap(o) for o in self.wait(refs, desc)]
+
+    def _unwrap(self, o: tuple[Any, int]) -> Any:
+        self.worker_peak = max(self.worker_peak, int(o[1]))
+        return o[0]
+
+    def run(self, calls: Sequence[tuple[Any, ...]], desc: str) -> list[Any]:
+        return self.results([_task.remote(*c) for c in calls], desc)
+
+
+class RayBlocks:
+    """:class:`~partition.multilevel.BlockMap` over row blocks stored under ``work``: one Ray
+    task per block; arrays shared by every block go to the object store once per map."""
+
+    def __init__(self, work: Path, bounds: np.ndarray, runner: _Runner) -> None:
+        self.work, self.bounds, self.runner = str(work), bounds, runner
+
+    def map(self, fn: Callable[..., T], shared: tuple[Any, ...], *, desc: str,
+            keep: bool = False) -> list[Any]:
+        refs = [ray.put(a) for a in shared]
+        calls = [(self.work, b, int(self.bounds[b]), int(self.bounds[b + 1]), fn, *refs)
+                 for b in range(self.bounds.shape[0] - 1)]
+        if not keep:
+            return self.runner.results([_task.remote(_on_block, *c) for c in calls], desc)
+        pairs = [_kept_task.remote(_on_block, *c) for c in calls]
+        peaks = self.runner.wait([p[1] for p in pairs], desc)  # the results stay in the store
+        self.runner.worker_peak = max(self.runner.worker_peak, *peaks)
+        return [p[0] for p in pairs]
+
+    def call(self, fn: Callable[..., T], pieces: list[Any], *args: Any) -> T:
+        return self.runner.results([_gather_task.remote(fn, len(pieces), *pieces, *args)], fn.__name__)[0]
+
+
+# ---- step 1: edge chunks -> row blocks ------------------------------------------------------
+
+def _split_edges(cg: ChunkedGraph, j: int, bounds: np.ndarray, work: str) -> np.ndarray:
+    """Edges of chunk ``j`` sorted (stably) by destination, one piece per row block."""
+    src, dst = cg.edges(j)
+    order = np.argsort(dst, kind="stable")
+    src, dst = src[order], dst[order]
+    cuts = np.searchsorted(dst, bounds)
+    counts = np.diff(cuts)
+    for b in np.flatnonzero(counts):
+        np.save(Path(work) / f"e{j}-b{b}-src.npy", src[cuts[b]:cuts[b + 1]])
+        np.save(Path(work) / f"e{j}-b{b}-dst.npy", dst[cuts[b]:cuts[b + 1]])
+    return counts
+
+
+def _gather_block(b: int, lo: int, hi: int, chunks: list[int], work: str) -> np.ndarray:
+    """Row block ``b``'s CSR from its pieces (edge-chunk order kept inside each row)."""
+    w = Path(work)
+    src = [np.load(w / f"e{j}-b{b}-src.npy") for j in chunks]
+    dst = [np.load(w / f"e{j}-b{b}-dst.npy") for j in chunks]
+    s = np.concatenate(src) if src else np.zeros(0, np.int64)
+    d = np.concatenate(dst) - lo if dst else np.zeros(0, np.int64)
+    del src, dst
+    order = np.argsort(d, kind="stable")
+    indptr = np.zeros(hi - lo + 1, dtype=np.int64)
+    np.cumsum(np.bincount(d, minlength=hi - lo), out=indptr[1:])
+    (w / f"block-{b}").mkdir()
+    np.save(w / f"block-{b}" / "indptr.npy", indptr)
+    np.save(w / f"block-{b}" / "indices.npy", s[order])
+    for j in chunks:
+        (w / f"e{j}-b{b}-src.npy").unlink()
+        (w / f"e{j}-b{b}-dst.npy").unlink()
+    return np.diff(indptr)
+
+
+def _build_blocks(cg: ChunkedGraph, bounds: np.ndarray, work: Path, runner: _Runner) -> np.ndarray:
+    nb = bounds.shape[0] - 1
+    counts = runner.run([(_split_edges, cg, j, bounds, str(work)) for j in range(len(cg.manifest.edge_chunks))],
+                        "split edge chunks")
+    has = np.stack(counts) > 0 if counts else np.zeros((0, nb), dtype=bool)
+    degs = runner.run([(_gather_block, b, int(bounds[b]), int(bounds[b + 1]),
+                        np.flatnonzero(has[:, b]).tolist(), str(work)) for b in range(nb)], "build row blocks")
+    return np.concatenate(degs).astype(np.int64)
+
+
+# ---- step 4: write the parts ---------------------------------------------------------------
+
+def _node_rows(cg: ChunkedGraph, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Features, labels and split codes of rows ``[lo, hi)`` from the node chunks covering them."""
+    out: dict[str, list[np.ndarray]] = {"x": [], "y": [], "split": []}
+    for j, c in enumerate(cg.manifest.node_chunks):
+        if c.hi <= lo or c.lo >= hi:
+            continue
+        a, z = max(lo, c.lo) - c.lo, min(hi, c.hi) - c.lo
+        for name in out:
+            out[name].append(cg.read("nodes", j, name)[a:z])
+    return {name: np.concatenate(v) for name, v in out.items()}
+
+
+def _cut_block(block: Block, cg: ChunkedGraph, parts: np.ndarray, new_of: np.ndarray, k: int,
+               work: str) -> None:
+    """Cut row block ``block`` by part: pieces of every part's rows, ids already renumbered."""
+    rows = _node_rows(cg, block.lo, block.hi)
+    local = parts[block.lo:block.hi]
+    order = np.argsort(local, kind="stable")
+    cuts = np.searchsorted(local[order], np.arange(k + 1))
+    deg = np.diff(block.indptr)
+    for p in range(k):
+        r = order[cuts[p]:cuts[p + 1]]
+        if r.size == 0:
+            continue
+        ptr = np.zeros(r.size + 1, dtype=np.int64)
+        np.cumsum(deg[r], out=ptr[1:])
+        idx = np.empty(int(ptr[-1]), dtype=np.int64)
+        _kernels.permute_rows(np.asarray(block.indptr), np.asarray(block.indices), r, new_of, ptr, idx)
+        piece = {"deg": deg[r], "indices": idx, "x": rows["x"][r], "y": rows["y"][r],
+                 "orig": r + block.lo, "split": rows["split"][r]}
+        for name, a in piece.items():
+            np.save(Path(work) / f"b{block.index}-p{p}-{name}.npy", a)
+
+
+def _write_part(p: int, book: PartitionBook, nb: int, num_features: int, work: str,
+                tmp: str) -> tuple[dict[str, FileEntry], PartCounts]:
+    """Concatenate part ``p``'s pieces in block order and write its files."""
+    w = Path(work)
+    have = [b for b in range(nb) if (w / f"b{b}-p{p}-deg.npy").is_file()]
+    empty: dict[str, np.ndarray] = {"deg": np.zeros(0, np.int64), "indices": np.zeros(0, np.int64),
+             "x": np.zeros((0, num_features), np.float32), "y": np.zeros(0, np.int64),
+             "orig": np.zeros(0, np.int64), "split": np.zeros(0, np.int8)}
+    got: dict[str, np.ndarray] = {name: np.concatenate([e] + [np.load(w / f"b{b}-p{p}-{name}.npy") for b in have])
+           for name, e in empty.items()}
+    indptr = np.zeros(got["deg"].shape[0] + 1, dtype=np.int64)
+    np.cumsum(got["deg"], out=indptr[1:])
+    s = book.part_range(p)[0]
+    splits = {name: np.flatnonzero(got["split"] == code).astype(np.int64) + s
+              for name, code in SPLIT_CODES.items()}
+    arrays, counts = part_files(p, book, indptr, got["indices"], got["x"], got["y"], got["orig"], splits)
+    del got
+    (Path(tmp) / f"part-{p}").mkdir()
+    files = {f"part-{p}/{name}.npy": write_npy(Path(tmp) / f"part-{p}" / f"{name}.npy", a)
+             for name, a in arrays.items()}
+    for b in have:
+        for name in empty:
+            (w / f"b{b}-p{p}-{name}.npy").unlink()
+    return files, counts
+
+
+# ---- the pipeline ----------------------------------------------------------------------------
+
+def _assign(cg: ChunkedGraph, blocks: RayBlocks, degrees: np.ndarray, train: np.ndarray,
+            cfg: PartitionConfig, rec: StepRecorder) -> np.ndarray:
+    if cfg.parts == 1:
+        return np.zeros(cg.num_nodes, dtype=np.int64)
+    if cfg.method == "random":
+        with rec("random"):
+            return _random_parts(train, cfg.parts, cfg.seed)
+    w, names = weights_from(train, degrees, cfg)
+    return blocked_parts(blocks, w, names, cfg, rec)
+
+
+@dataclass(frozen=True)
+class ChunkedRun:
+    """What :func:`run_chunks` did: the set, and the largest peak resident memory of any
+    process that ran one of its tasks (the coordinator's is in ``pset.meta.steps``)."""
+
+    pset: PartitionSet
+    worker_peak_rss: int
+
+
+def partition_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
+                     root: str | Path | None = None, *, force: bool = False,
+                     block_rows: int = BLOCK_ROWS, progress: bool = True) -> PartitionSet:
+    """:func:`run_chunks`, returning the set only."""
+    return run_chunks(chunks, cfg, root, force=force, block_rows=block_rows, progress=progress).pset
+
+
+def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
+               root: str | Path | None = None, *, force: bool = False,
+               block_rows: int = BLOCK_ROWS, progress: bool = True) -> ChunkedRun:
+    """Partition the chunked graph at ``chunks`` on the running Ray instance (a local one is
+    started if none is) and write its set under ``root`` (default ``cfg.root``).
+
+    Returns the existing set without rework when one with the same graph hash and settings
+    exists (``force`` rebuilds). ``block_rows`` sets the rows of a block (one task each); the
+    same blocks give the same parts as :func:`partition.methods.assign_parts` with
+    :class:`~partition.multilevel.GraphBlocks` of that size. The set's ``meta.steps`` hold
+    the coordinator's time and memory per step; ``PartitionSet.worker_peak_rss`` (an
+    attribute set here) is the largest peak resident memory of any task's process.
+    """
+    cg = chunks if isinstance(chunks, ChunkedGraph) else open_chunks(chunks)
+    m = cg.manifest
+    if cfg.method not in CHUNKED_METHODS:
+        raise PartitionError(f"partition.method={cfg.method!r} needs the whole graph in one process; "
+                             f"a chunked graph is partitioned with one of {', '.join(CHUNKED_METHODS)}")
+    check_counts(m.num_nodes, m.num_train, cfg)
+    root = Path(cfg.root if root is None else root)
+    path = root / (set_prefix(m.name, cfg) + set_key(m.graph_hash, cfg))
+    if path.exists() and not force:
+        pset = open_partition_set(path, expect_graph_hash=m.graph_hash)
+        pset.check_matches(m.graph_hash, cfg)
+        pset.check_files()
+        pset.reused = True
+        return ChunkedRun(pset, 0)
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, logging_level=logging.WARNING)
+    tmp = make_tmp(root, set_prefix(m.name, cfg).rstrip("-"))
+    work = tmp / ".work"
+    work.mkdir()
+    runner = _Runner(progress)
+    rec = StepRecorder()
+    try:
+        bounds = block_bounds(m.num_nodes, block_rows)
+        with rec("blocks"):
+            degrees = _build_blocks(cg, bounds, work, runner)
+            codes = cg.split_codes()
+            train = codes == SPLIT_CODES["train"]
+        blocks = RayBlocks(work, bounds, runner)
+        parts = _assign(cg, blocks, degrees, train, cfg, rec)
+        check_assignment(parts, np.flatnonzero(train), cfg)
+        del train, codes
+        with rec("renumber"):
+            ren = Renumbering(parts, cfg.parts)
+        with rec("write"):
+            files = {"global_degrees.npy": write_npy(tmp / "global_degrees.npy", degrees[ren.perm]),
+                     "new_ids.npy": write_npy(tmp / "new_ids.npy", ren.new_of),
+                     "orig_ids.npy": write_npy(tmp / "orig_ids.npy", ren.perm)}
+            blocks.map(_cut_block, (cg, parts, ren.new_of, cfg.parts, str(work)), desc="cut blocks by part")
+            written = runner.run([(_write_part, p, ren.book, bounds.shape[0] - 1, m.num_features,
+                                   str(work), str(tmp)) for p in range(cfg.parts)], "write parts")
+        counts = []
+        for f, c in written:
+            files.update(f)
+            counts.append(c)
+        shutil.rmtree(work)
+        write_meta(tmp, key=path.name.rsplit("-", 1)[-1], graph_name=m.name, graph_hash=m.graph_hash,
+                   cfg=cfg, num_nodes=m.num_nodes, num_edges=m.num_edges, num_features=m.num_features,
+                   num_classes=m.num_classes, feature_dtype="float32", offsets=ren.book.offsets,
+                   counts=counts, files=files, steps=rec.steps)
+        move_into_place(tmp, path)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "
+                             f"({e.strerror or e}); check free space and permissions") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), runner.worker_peak)

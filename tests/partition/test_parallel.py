@@ -1,0 +1,145 @@
+"""The Ray pipeline over chunks against the in-process path, and the block-parallel methods."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partition import PartitionConfig, build_partition_set, multilevel, quality_report
+from partition.chunked import ChunkedGraph, ChunkError, write_chunks
+from partition.errors import PartitionError
+from partition.graph import Graph
+from partition.methods import assign_parts, vertex_weights
+from partition.multilevel import GraphBlocks, blocked_parts, check_balance, coarsen
+from partition.parallel import partition_chunks, run_chunks
+from partition.steps import StepRecorder
+from tests.partition.conftest import planted_blocks
+
+ROWS = 40  # rows per block: the messy graph (120 nodes) is 3 blocks, the planted one 15
+
+
+@pytest.fixture
+def messy_chunks(messy_graph: Graph, tmp_path: Path) -> ChunkedGraph:
+    return write_chunks(messy_graph, tmp_path / "chunks", edges_per_chunk=97, nodes_per_chunk=25)
+
+
+def test_ray_pipeline_writes_the_in_process_set(ray_local: None, messy_graph: Graph,
+                                                messy_chunks: ChunkedGraph, tmp_path: Path) -> None:
+    """Same assignment (seeded random) -> the same directory name, files and checksums, and
+    every node's rows, features and split read back from its part."""
+    cfg = PartitionConfig(method="random", parts=3)
+    run = run_chunks(messy_chunks, cfg, tmp_path / "ray", block_rows=ROWS, progress=False)
+    ref = build_partition_set(messy_graph, cfg, tmp_path / "mem")
+    assert run.pset.path.name == ref.path.name
+    assert run.pset.meta.files == ref.meta.files  # every sha256, size, dtype and shape
+    dump = {"exclude": {"steps", "created_utc", "meta_sha256"}}
+    assert run.pset.meta.model_dump(**dump) == ref.meta.model_dump(**dump)  # type: ignore[arg-type]
+    assert run.worker_peak_rss > 0
+    assert [p.name for p in (tmp_path / "ray").iterdir()] == [ref.path.name]  # no temp dir left
+    again = partition_chunks(messy_chunks, cfg, tmp_path / "ray")
+    assert again.reused and again.path == run.pset.path
+
+
+@pytest.mark.parametrize("method", ["stream", "multilevel"])
+def test_ray_methods_equal_in_process_blocks(ray_local: None, method: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same blocks -> the same parts on Ray as in this process (coarsening forced on)."""
+    monkeypatch.setattr(multilevel, "COARSE_NODES", 0)  # read by the coordinator only
+    g = planted_blocks(blocks=4, size=150)
+    cg = write_chunks(g, tmp_path / "c", edges_per_chunk=1000, nodes_per_chunk=64)
+    cfg = PartitionConfig(method=method, parts=4)
+    pset = partition_chunks(cg, cfg, tmp_path / "ray", block_rows=ROWS, progress=False)
+    w, names = vertex_weights(g, cfg)
+    ref = blocked_parts(GraphBlocks(g, ROWS), w, names, cfg, StepRecorder())
+    assert np.array_equal(pset.assignment(), ref)
+    got = np.zeros(g.num_nodes, dtype=int)  # every node owned exactly once
+    for p in range(4):
+        part = pset.load_part(p)
+        got[part.orig_ids] += 1
+        assert np.array_equal(part.x, g.x[part.orig_ids])
+    assert np.all(got == 1)
+
+
+@pytest.mark.parametrize("method", ["stream", "multilevel"])
+def test_block_methods_balance_and_cut(method: str) -> None:
+    """Planted 8 x 100-node blocks: every constraint within the allowed load (the report's
+    max/mean); multilevel's cut far below random's and within 1.15x METIS's; stream (LDG,
+    0.55 here, and as weak as the single-process ldg on this graph) below random's."""
+    g = planted_blocks(blocks=8, size=100, p_in=0.1, p_out=0.004)
+    cfg = PartitionConfig(method=method, parts=4, imbalance=1.05)
+    parts = assign_parts(g, cfg)
+    rep = quality_report(g, parts)
+    metis = quality_report(g, assign_parts(g, cfg.model_copy(update={"method": "metis"})))
+    assert rep.imbalance["nodes"] <= 1.05 + 1e-9
+    assert rep.imbalance["train"] <= 1.05 + 1e-9
+    assert rep.imbalance["edges"] <= 1.05 + 1e-9
+    if method == "multilevel":
+        assert rep.edge_cut_fraction < 0.4 * rep.random_edge_cut_fraction
+        assert rep.edge_cut_fraction <= 1.15 * metis.edge_cut_fraction
+    else:
+        assert rep.edge_cut_fraction < 0.8 * rep.random_edge_cut_fraction
+
+
+def test_coarsening_keeps_communities_and_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """32 planted communities of 50 nodes, k=4 (a cluster may hold 100 nodes): label
+    propagation shrinks the graph at least 5x, and multilevel's cut stays within 1.15x METIS's
+    and far below random's, with every constraint within its allowed load."""
+    monkeypatch.setattr(multilevel, "COARSE_NODES", 0)
+    g = planted_blocks(blocks=32, size=50, p_in=0.2, p_out=0.002)
+    cfg = PartitionConfig(method="multilevel", parts=4)
+    w, _ = vertex_weights(g, cfg)
+    assert np.unique(coarsen(GraphBlocks(g, ROWS), w, 4)).size <= g.num_nodes // 5
+    rep = quality_report(g, assign_parts(g, cfg))
+    metis = quality_report(g, assign_parts(g, cfg.model_copy(update={"method": "metis"})))
+    assert max(rep.imbalance[c] for c in ("nodes", "train", "edges")) <= 1.05 + 1e-9
+    assert rep.edge_cut_fraction <= 1.15 * metis.edge_cut_fraction
+    assert rep.edge_cut_fraction < 0.4 * rep.random_edge_cut_fraction
+
+
+def test_unbalanced_assignment_names_the_constraint(blocks_graph: Graph) -> None:
+    cfg = PartitionConfig(method="multilevel", parts=2)
+    w, names = vertex_weights(blocks_graph, cfg)
+    parts = (np.arange(blocks_graph.num_nodes) % 10 == 0).astype(np.int64)
+    with pytest.raises(PartitionError, match=r"could not meet the 'nodes' balance constraint: part 0"):
+        check_balance(parts, w, names, cfg)
+    train_heavy = np.zeros(blocks_graph.num_nodes, dtype=np.int64)
+    train_heavy[blocks_graph.train_idx[: len(blocks_graph.train_idx) * 2 // 3]] = 1
+    rest = np.flatnonzero(train_heavy == 0)
+    train_heavy[rest[: blocks_graph.num_nodes // 2 - int(train_heavy.sum())]] = 1
+    with pytest.raises(PartitionError, match=r"'train' balance constraint: part 1 .*balance_train=false"):
+        check_balance(train_heavy, w, names, cfg)
+
+
+def test_failing_task_leaves_no_half_written_set(ray_local: None, messy_chunks: ChunkedGraph,
+                                                 tmp_path: Path) -> None:
+    """A node chunk that fails its checksum is read only by a write-step task: the run ends
+    with the chunk's name and the partition root holds nothing."""
+    f = messy_chunks.path / "nodes-3" / "x.npy"
+    raw = bytearray(f.read_bytes())
+    raw[-1] ^= 0x01
+    f.write_bytes(bytes(raw))
+    root = tmp_path / "ray"
+    with pytest.raises(ChunkError, match=r"nodes chunk 'nodes-3' .*x.npy fails its checksum"):
+        partition_chunks(messy_chunks, PartitionConfig(method="random", parts=3), root,
+                         block_rows=ROWS, progress=False)
+    assert list(root.iterdir()) == []
+
+
+def test_whole_graph_methods_are_refused_for_chunks(messy_chunks: ChunkedGraph, tmp_path: Path) -> None:
+    with pytest.raises(PartitionError, match=r"method='metis' needs the whole graph .* random, stream, multilevel"):
+        partition_chunks(messy_chunks, PartitionConfig(method="metis", parts=2), tmp_path)
+    with pytest.raises(PartitionError, match=r"partition.parts=500 is larger than the graph's 120 nodes"):
+        partition_chunks(messy_chunks, PartitionConfig(method="stream", parts=500), tmp_path)
+
+
+def test_partition_package_stays_ray_free() -> None:
+    """Only partition.parallel imports Ray; the chunk format and the methods do not."""
+    import subprocess
+    import sys
+
+    code = ("import sys, partition, partition.chunked, partition.multilevel, partition.methods; "
+            "print([m for m in sys.modules if m == 'ray' or m.startswith('ray.')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -26,7 +26,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check gnntrain partition samplers bench tests
+	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples
 	$(VENV)/bin/mypy gnntrain partition samplers
 
 bench-smoke: $(VENV)/.installed

@@ -47,7 +47,7 @@ def run_module(name: str, timeout_s: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(MODULES), help="comma-separated subset of the modules")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per module")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per module (a hang, not a slow run, is what it catches)")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODULES]

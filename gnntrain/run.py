@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunDir | None]:
     """The config of this run, validated before any data is read or Ray starts
     (:func:`gnntrain.api.resolve_config`, the same as :func:`gnntrain.fit`'s)."""
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers={args.workers}: must be >= 1")
     return api.resolve_config(args.config or DEFAULT_CONFIG, args.overrides, workers=args.workers,
                               address=args.address, resume=args.resume)
 

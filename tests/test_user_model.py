@@ -108,6 +108,7 @@ def test_two_workers_one_step_equal_single_process(ray_local: None, user_module:
     import path (the workers import the module themselves)."""
     g = make_graph(240, seed=2)
     common = ["sampler.batch_size=1000", "train.epochs=1", "train.optimizer=sgd", "train.lr=0.5",
+              "model.dropout=0.0",
               f"model.arch={MODULE}:graphconv", "model.options={aggr: mean}"]
     single = gnntrain.fit(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), graph=g,
                           single_process=True, progress=False, console=quiet())

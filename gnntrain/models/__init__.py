@@ -7,6 +7,7 @@ model (a built-in name or ``package.module:factory``).
 from gnntrain.models.builtin import BUILTIN, BlockGNN, GCNBlockConv
 from gnntrain.models.protocol import (
     BlockModel,
+    LayerwiseModel,
     ModelFactory,
     ModelSpec,
     build_model,
@@ -20,7 +21,7 @@ from gnntrain.models.protocol import (
 from gnntrain.models.pyg import PygLayers
 
 __all__ = [
-    "BUILTIN", "BlockGNN", "BlockModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
+    "BUILTIN", "BlockGNN", "BlockModel", "LayerwiseModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
     "build_model", "flat_grads", "has_layerwise", "import_object", "needs_degrees",
     "resolve_factory", "set_flat_grads",
 ]

@@ -19,13 +19,14 @@ GAT always runs PyG's ``GATConv`` on ``edge_index`` (attention is per edge).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, SAGEConv
 
 from gnntrain.config import ModelConfig
+from gnntrain.models.protocol import LayerwiseModel
 from gnntrain.ops import relu_dropout
 from samplers.batch import Block, csr_adjacency
 
@@ -75,7 +76,7 @@ class GCNBlockConv(nn.Module):
         return out + self.bias
 
 
-class BlockGNN(nn.Module):
+class BlockGNN(LayerwiseModel):
     """GraphSAGE (mean), GCN or GAT over a list of blocks, ``blocks[0]`` the input layer."""
 
     def __init__(self, cfg: ModelConfig, in_dim: int, out_dim: int, arch: str) -> None:
@@ -133,15 +134,6 @@ class BlockGNN(nn.Module):
             out = self.norms[i](out)
             out = relu_dropout(out, self.dropout, self.training)
         return out
-
-    def forward(self, blocks: Sequence[Block], x: Tensor) -> Tensor:
-        """Outputs for the seeds: ``blocks[-1].num_dst`` rows."""
-        if len(blocks) != self.num_layers:
-            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
-        h = x
-        for i, block in enumerate(blocks):
-            h = self.layer(i, block, h)
-        return h
 
 
 def _builtin(arch: str) -> Callable[[int, int, ModelConfig], BlockGNN]:

@@ -58,6 +58,26 @@ class BlockModel(Protocol):
     def __call__(self, blocks: Sequence[Block], x: Tensor) -> Tensor: ...
 
 
+class LayerwiseModel(nn.Module):
+    """Base for a model made of ``num_layers`` layers: subclasses implement
+    ``layer(i, block, h)``; ``forward`` applies layer ``i`` to block ``i`` in turn (so the
+    two agree by construction). Optional: a model may implement the protocol directly."""
+
+    num_layers: int
+
+    def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must implement layer(i, block, h)")
+
+    def forward(self, blocks: Sequence[Block], x: Tensor) -> Tensor:
+        """Outputs for the seeds: ``blocks[-1].num_dst`` rows."""
+        if len(blocks) != self.num_layers:
+            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
+        h = x
+        for i, block in enumerate(blocks):
+            h = self.layer(i, block, h)
+        return h
+
+
 def has_layerwise(model: nn.Module) -> bool:
     """True when ``model`` implements ``layer(i, block, h)`` and ``num_layers``."""
     return callable(getattr(model, "layer", None)) and isinstance(getattr(model, "num_layers", None), int)

@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gnntrain.models.protocol import LayerwiseModel
 from samplers.batch import Block
 
 
-class PygLayers(nn.Module):
+class PygLayers(LayerwiseModel):
     """``convs[i]`` on ``blocks[i]``; ``activation`` + dropout between layers."""
 
     def __init__(self, convs: Sequence[nn.Module], *, dropout: float = 0.0,
@@ -48,11 +49,3 @@ class PygLayers(nn.Module):
         if i < self.num_layers - 1:
             out = F.dropout(self.activation(out), self.dropout, self.training)
         return out
-
-    def forward(self, blocks: Sequence[Block], x: Tensor) -> Tensor:
-        if len(blocks) != self.num_layers:
-            raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
-        h = x
-        for i, block in enumerate(blocks):
-            h = self.layer(i, block, h)
-        return h

@@ -13,8 +13,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from partition.paths import join_under
 from partition.steps import StepRecorder, StepStat
 from partition.store import PartitionSet, open_partition_set, settings_of
 
-__all__ = ["Renumbering", "build_partition_set", "make_tmp", "move_into_place", "part_files",
+__all__ = ["Renumbering", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
            "set_key", "set_path", "set_prefix", "write_meta"]
 
 
@@ -214,6 +215,20 @@ def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: Pa
     return meta
 
 
+@contextmanager
+def cleaned_on_failure(tmp: Path, root: Path) -> Iterator[None]:
+    """Remove the half-written set ``tmp`` on any failure; a write error names the root."""
+    try:
+        yield
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "
+                             f"({e.strerror or e}); check free space and permissions") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def move_into_place(tmp: Path, path: Path) -> None:
     """Rename the finished set into place (replacing an old one only when forced)."""
     old = None
@@ -263,7 +278,7 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
             pset.reused = True
             return pset
     tmp = make_tmp(root, _set_prefix(graph, cfg).rstrip("-"))
-    try:
+    with cleaned_on_failure(tmp, root):
         with ThreadPoolExecutor(1, thread_name_prefix="partition-hash") as pool:
             # SHA-256 releases the GIL: the hash (~0.3 s per GB) runs beside symmetrise + METIS
             hashing = pool.submit(graph.content_hash)
@@ -273,11 +288,4 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
         path = set_path(root, graph, cfg)
         _write_set(tmp, graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1], on_write)
         move_into_place(tmp, path)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "
-                             f"({e.strerror or e}); check free space and permissions") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return open_partition_set(path, expect_graph_hash=graph_hash)

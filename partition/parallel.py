@@ -46,6 +46,7 @@ from partition import _kernels
 from partition.book import PartitionBook
 from partition.build import (
     Renumbering,
+    cleaned_on_failure,
     make_tmp,
     move_into_place,
     part_files,
@@ -321,7 +322,7 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
     work.mkdir()
     runner = _Runner(progress)
     rec = StepRecorder()
-    try:
+    with cleaned_on_failure(tmp, root):
         bounds = block_bounds(m.num_nodes, block_rows)
         with rec("blocks"):
             degrees = _build_blocks(cg, bounds, work, runner)
@@ -350,11 +351,4 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
                    num_classes=m.num_classes, feature_dtype="float32", offsets=ren.book.offsets,
                    counts=counts, files=files, steps=rec.steps)
         move_into_place(tmp, path)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "
-                             f"({e.strerror or e}); check free space and permissions") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), runner.worker_peak)

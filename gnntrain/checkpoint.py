@@ -14,6 +14,13 @@ A checkpoint holds one worker's model and optimizer state (all replicas are equa
 after every step) and, from a distributed run, ``rank_digests``: a digest of every
 worker's own state at the same moment (:func:`state_digest`), so a replica that drifted
 from the others is visible in the file.
+
+State that differs per worker -- each part's rows of a learnable node embedding and
+their optimizer state -- goes to one side file per part, ``ckpt-<epoch>.part-<p>.pt``,
+written (atomically) before the main file, which lists them in ``part_files`` with
+their digests in ``part_digests``. The coordinator fetches and writes one part at a
+time, so it never holds the whole table. A checkpoint whose side files are missing is
+skipped like a torn one.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import io
 import pickle
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +49,44 @@ class CheckpointError(ValueError):
     """A checkpoint holds objects a gnntrain checkpoint never contains; it is not loaded."""
 
 
-def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int) -> Path:
-    """Write ``checkpoints/ckpt-<epoch>.pt`` (state after ``epoch`` epochs) atomically."""
+def _torch_bytes(value: Any) -> bytes:
     buf = io.BytesIO()
-    torch.save({"epochs_done": epoch, **state}, buf)
-    path = run.path / "checkpoints" / f"ckpt-{epoch:05d}.pt"
-    atomic_write_bytes(path, buf.getvalue())
+    torch.save(value, buf)
+    return buf.getvalue()
+
+
+def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
+                    parts: Iterable[dict[str, Any]] = ()) -> Path:
+    """Write ``checkpoints/ckpt-<epoch>.pt`` (state after ``epoch`` epochs) atomically,
+    after the per-part side files of ``parts`` (one state per part, in part order)."""
+    d = run.path / "checkpoints"
+    stem = f"ckpt-{epoch:05d}"
+    files, digests = [], []
+    for p, part_state in enumerate(parts):
+        name = f"{stem}.part-{p}.pt"
+        atomic_write_bytes(d / name, _torch_bytes(part_state))
+        files.append(name)
+        digests.append(tree_digest(part_state))
+    extra = {"part_files": files, "part_digests": digests} if files else {}
+    path = d / f"{stem}.pt"
+    atomic_write_bytes(path, _torch_bytes({"epochs_done": epoch, **state, **extra}))
     for old in list_checkpoints(run)[:-keep]:
         old.unlink(missing_ok=True)
+        for side in d.glob(f"{old.stem}.part-*.pt"):
+            side.unlink(missing_ok=True)
     return path
+
+
+def load_part_file(run: RunDir, name: str) -> dict[str, Any]:
+    """One per-part side file named in a checkpoint's ``part_files`` (weights only)."""
+    path = run.path / "checkpoints" / name
+    if not re.fullmatch(r"ckpt-\d+\.part-\d+\.pt", name):
+        raise CheckpointError(f"checkpoint part file name {name!r} is not ckpt-<epoch>.part-<p>.pt")
+    try:
+        out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise _refusal(path, e) from None
+    return out
 
 
 def list_checkpoints(run: RunDir) -> list[Path]:
@@ -72,6 +108,9 @@ def load_latest(run: RunDir, say: Callable[[str], None] = _stderr) -> dict[str, 
         path = paths[i]
         try:
             out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+            missing = [n for n in out.get("part_files", []) if not (path.parent / n).is_file()]
+            if missing:
+                raise FileNotFoundError(f"its per-part files {missing} are missing")
             return out
         except pickle.UnpicklingError as e:
             if "Weights only load failed" in str(e) and re.search(r"GLOBAL|allowed global|is blocked", str(e)):
@@ -107,13 +146,18 @@ def _feed(h: Any, key: str, value: Any) -> None:
         h.update(repr(value).encode())
 
 
-def state_digest(state: dict[str, Any]) -> str:
-    """SHA-256 over every tensor (bytes, dtype, shape) and value of a ``{"model", "opt"}``
-    state: equal digests mean bit-identical model and optimizer state."""
+def tree_digest(value: dict[str, Any]) -> str:
+    """SHA-256 over every tensor (bytes, dtype, shape) and value of a nested state dict:
+    equal digests mean bit-identical state."""
     h = hashlib.sha256()
-    _feed(h, "model", state["model"])
-    _feed(h, "opt", state["opt"])
+    for k in sorted(value):
+        _feed(h, k, value[k])
     return h.hexdigest()
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """:func:`tree_digest` of a ``{"model", "opt"}`` state (the replicated model and optimizer)."""
+    return tree_digest({"model": state["model"], "opt": state["opt"]})
 
 
 def _refusal(path: Path, e: pickle.UnpicklingError) -> CheckpointError:

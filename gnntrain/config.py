@@ -36,7 +36,8 @@ from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
     "DATA_ENV", "CacheConfig", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
-    "FaultConfig", "HeterophilousDataset", "LoadedDataset", "ModelConfig", "NpzDataset", "OgbDataset",
+    "FaultConfig", "HeterophilousDataset", "LoadedDataset", "ModelConfig", "NodeEmbeddingConfig", "NpzDataset",
+    "OgbDataset",
     "PartitionConfig", "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
     "SyntheticDataset", "TaskConfig", "TrainConfig", "data_root", "load_config", "parse_dataset",
 ]
@@ -229,9 +230,54 @@ def _check_import_path(value: str, builtin: tuple[str, ...], field: str) -> str:
     return value
 
 
+EMBEDDING_OPTIMIZERS = ("sparse_adam", "sparse_adagrad", "sgd")
+
+
+class NodeEmbeddingConfig(_Frozen):
+    """A learnable input row per node, partitioned like the features (``model.node_embedding``).
+
+    Each worker owns the rows of its part (:mod:`gnntrain.embedding`); a batch reads its
+    input rows from their owners, and the rows it touched are updated sparsely by the
+    owner with ``optimizer`` after every step. ``combine`` says how the rows meet the
+    dataset's features: ``concat`` (model input width features + dim), ``sum`` (dim must
+    equal the feature width) or ``only`` (the features are ignored).
+    """
+
+    dim: int = Field(ge=1, description="width of each node's learnable row")
+    init: Literal["normal", "uniform"] = Field(
+        "normal", description="normal: N(0, init_scale^2); uniform: U(-init_scale, init_scale); "
+        "a row depends only on (train.seed, the node's original id), so any partitioning "
+        "starts from the same table")
+    init_scale: float = Field(1.0, gt=0)
+    optimizer: Literal["sparse_adam", "sparse_adagrad", "sgd"] = Field(
+        "sparse_adam", description="row-wise update of the rows a step touched")
+    lr: float = Field(0.01, gt=0)
+    combine: Literal["concat", "sum", "only"] = "concat"
+    mmap_above_mb: float = Field(
+        1024.0, ge=0, description="a part's table (plus optimizer state) larger than this is "
+        "kept in memory-mapped scratch files instead of anonymous memory; 0 = always")
+
+    @field_validator("dim", mode="before")
+    @classmethod
+    def _positive_dim(cls, v: Any) -> Any:
+        if isinstance(v, int) and v <= 0:
+            raise ValueError(f"dim={v}: the embedding width must be a positive integer")
+        return v
+
+    @field_validator("optimizer", mode="before")
+    @classmethod
+    def _known_optimizer(cls, v: Any) -> Any:
+        if v not in EMBEDDING_OPTIMIZERS:
+            raise ValueError(f"optimizer={v!r}: a partitioned embedding table is updated with "
+                             f"one of {list(EMBEDDING_OPTIMIZERS)} (row-wise, sparse)")
+        return v
+
+
 class ModelConfig(_Frozen):
     """The model: a built-in ``arch`` or a user factory ``package.module:factory`` called
-    as ``factory(in_dim, out_dim, model_config)`` (:mod:`gnntrain.models.protocol`)."""
+    as ``factory(in_dim, out_dim, model_config)`` (:mod:`gnntrain.models.protocol`).
+    ``node_embedding`` adds a learnable row per node to the input (``in_dim`` then counts
+    it, see :meth:`input_dim`)."""
 
     arch: str = Field("sage", description="sage | gcn | gat | package.module:factory")
     hidden: int = Field(256, ge=1)
@@ -241,11 +287,25 @@ class ModelConfig(_Frozen):
     heads: int = Field(4, ge=1, description="attention heads (gat only)")
     options: dict[str, Any] = Field(default_factory=dict, description="free-form settings for a "
                                     "user factory (it type-checks them); built-ins take none")
+    node_embedding: NodeEmbeddingConfig | None = Field(
+        None, description="a learnable, partitioned input row per node (none by default)")
 
     @field_validator("arch")
     @classmethod
     def _arch(cls, v: str) -> str:
         return _check_import_path(v, BUILTIN_ARCHS, "arch")
+
+    def input_dim(self, num_features: int) -> int:
+        """The model's input width for a dataset with ``num_features`` features."""
+        e = self.node_embedding
+        if e is None:
+            return num_features
+        if e.combine == "concat":
+            return num_features + e.dim
+        if e.combine == "sum" and e.dim != num_features:
+            raise ValueError(f"model.node_embedding.dim={e.dim} with combine='sum' must equal the "
+                             f"dataset's feature width {num_features}; use combine='concat' or 'only'")
+        return e.dim
 
 
 BUILTIN_TASKS = ("node_classification",)
@@ -495,6 +555,9 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
                 where = f" (for {'.'.join(parts[:i + 1])}.{tag_key}={tag!r})"
             else:
                 ann = fields[part].annotation
+                optional = [a for a in get_args(ann) if a is not type(None)]
+                if type(None) in get_args(ann) and len(optional) == 1:
+                    ann = optional[0]  # an optional section (model.node_embedding): its keys
                 node, where = (dict if typing.get_origin(ann) is dict else ann), ""
 
 

@@ -43,6 +43,21 @@ class FeatureReader(Protocol):
     def degrees(self, ids: np.ndarray) -> np.ndarray: ...
 
 
+class InputTable(Protocol):
+    """A trainable input table (learnable node embeddings,
+    :class:`gnntrain.runtime.dist_embedding.DistEmbedding`): its rows join a batch's input
+    at step time (never prefetched: the previous step's update must be in them), their
+    gradients go to the rows' owners after backward, and the owners apply the step after
+    the all-reduce."""
+
+    def attach(self, batch: PreparedBatch, input_nodes: np.ndarray, *,
+               grad: bool) -> tuple[PreparedBatch, Tensor]: ...
+
+    def step(self, input_nodes: np.ndarray | None, rows: Tensor | None) -> None: ...
+
+    def apply(self, count: float) -> None: ...
+
+
 def mix_seed(*parts: int | str) -> int:
     """A 63-bit integer key derived from ``parts`` (stable across processes and runs)."""
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
@@ -96,6 +111,7 @@ class Prepared:
     fetch_s: float
     num_input: int
     num_edges: int
+    input_nodes: np.ndarray | None = None
 
 
 class BatchPipeline:
@@ -137,7 +153,8 @@ class BatchPipeline:
         if self.pin:
             pb = pb.pin_memory()
         t2 = time.perf_counter()
-        return Prepared(pb, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges))
+        return Prepared(pb, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges),
+                        sb.input_nodes)
 
     def _produce(self) -> None:
         try:
@@ -198,17 +215,27 @@ class EpochStats:
 
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, item: Prepared,
-               allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None) -> None:
+               allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None,
+               table: InputTable | None = None) -> None:
     """One synchronous step. Every worker calls it once per step, even with an empty batch,
-    so the all-reduce always has all participants."""
+    so the all-reduce always has all participants. With a trainable input ``table`` its
+    rows are read now, their gradients reach the owners before the all-reduce, and the
+    owners update them after it."""
     device = device or torch.device("cpu")
     model.train()
     opt.zero_grad(set_to_none=False)
     t0 = time.perf_counter()
     local = torch.zeros(2, device=device)
     if item.batch is not None:
-        out = task.training_step(model, item.batch.to(device, non_blocking=True))
+        batch = item.batch.to(device, non_blocking=True)
+        rows = None
+        if table is not None:
+            assert item.input_nodes is not None
+            batch, rows = table.attach(batch, item.input_nodes, grad=True)
+        out = task.training_step(model, batch)
         out.loss_sum.backward()
+        if table is not None:
+            table.step(item.input_nodes, rows)
         local = torch.stack([torch.tensor(float(out.count), device=device),
                              out.loss_sum.detach().to(torch.float32)])
         stats.state = task.merge([stats.state, out.state])
@@ -230,6 +257,8 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
     if count > 0:
         set_flat_grads(model, buf[:n_grad] / count)
         opt.step()
+    if table is not None:
+        table.apply(count)
     stats.steps += 1
     stats.examples += int(local[0])
     stats.loss_sum += float(local[1])
@@ -244,12 +273,12 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
 def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pipeline: BatchPipeline,
               allreduce: AllReduce, epoch: int,
               on_step: Callable[[int], None] | None = None,
-              device: torch.device | None = None) -> EpochStats:
+              device: torch.device | None = None, table: InputTable | None = None) -> EpochStats:
     stats = EpochStats(epoch=epoch)
     t0 = time.perf_counter()
     try:
         for step, item in enumerate(pipeline):
-            train_step(model, opt, task, item, allreduce, stats, device)
+            train_step(model, opt, task, item, allreduce, stats, device, table)
             if on_step is not None:
                 on_step(step)
     finally:

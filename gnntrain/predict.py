@@ -19,8 +19,11 @@ process ever holds the whole matrix.
     ``logits`` (the model's outputs) and ``probs`` go through the task's
     :meth:`~gnntrain.tasks.Task.predict`; ``embeddings`` are the rows after layer
     ``--layer L`` (``0 < L <= num_layers``; default ``num_layers - 1``, the input of the
-    last layer, or ``1`` for a one-layer model). A task may add its own kinds through
-    ``Task.predict``; ``embeddings`` is the worker's hidden rows and stays task-independent.
+    last layer, or ``1`` for a one-layer model; ``--layer 0`` is the model's input rows in a
+    run with ``model.node_embedding``). ``node_embedding`` is the learned input table
+    itself (``model.node_embedding.dim`` columns), written by the workers that own its
+    rows. A task may add its own kinds through ``Task.predict``; ``embeddings`` and
+    ``node_embedding`` are task-independent.
 Models without ``layer(i, block, h)`` are refused: sampled inference would make every
 node's result depend on a random neighbourhood and on the partitioning, which a
 prediction export must not.
@@ -82,7 +85,7 @@ __all__ = ["FORMAT_VERSION", "Manifest", "PredictError", "main", "predict", "rea
            "read_predictions"]
 
 FORMAT_VERSION = 1
-WHATS = ("logits", "probs", "embeddings")
+WHATS = ("logits", "probs", "embeddings", "node_embedding")
 """The kinds the built-in task writes; a custom task may accept more through ``Task.predict``."""
 
 
@@ -157,11 +160,15 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             raise PredictError("--format parquet needs pyarrow (pip install pyarrow); "
                                "or use --format npy") from None
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
+    if what == "node_embedding" and cfg.model.node_embedding is None:
+        raise PredictError("--what node_embedding: the run has no learnable node embedding "
+                           "(model.node_embedding is not set); use --what embeddings")
     if what != "embeddings":
         if layer is not None:
             raise PredictError(f"--layer {layer}: only --what embeddings takes a layer "
                                f"(--what {what!r} is computed from the last layer)")
-        _check_what(task, what)
+        if what != "node_embedding":
+            _check_what(task, what)
     if out is not None:
         _check_out(Path(out), force)
     ckpt = load_latest(run)
@@ -181,8 +188,8 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
         pset = _partition_set(run, cfg, graph)
         graph = None
         in_dim, num_classes = pset.num_features, pset.num_classes
-    num_layers = _check_model(spec, cfg, task, in_dim, num_classes, ckpt["model"])
-    layer = _resolve_layer(what, layer, num_layers)
+    num_layers = _check_model(spec, cfg, task, cfg.model.input_dim(in_dim), num_classes, ckpt["model"])
+    layer = _resolve_layer(what, layer, num_layers, cfg.model.node_embedding is not None)
     out_path = Path(out) if out is not None else run.path / "predictions" / (
         f"embeddings-layer{layer}" if what == "embeddings" else what)
     _check_out(out_path, force)
@@ -197,7 +204,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
         if graph is not None:
             from gnntrain.runtime.group import LocalGroup
 
-            shards = _infer(LocalGroup(cfg, graph, spec, task), ckpt, what, layer, tmp, fmt)
+            shards = _infer(LocalGroup(cfg, graph, spec, task), run, ckpt, what, layer, tmp, fmt)
         else:
             assert pset is not None
             from gnntrain.runtime.cluster import ray_session
@@ -206,7 +213,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             with ray_session(cfg.cluster, workers):
                 group = RayGroup(cfg, str(pset.path), workers, spec, task)
                 try:
-                    shards = _infer(group, ckpt, what, layer, tmp, fmt)
+                    shards = _infer(group, run, ckpt, what, layer, tmp, fmt)
                 finally:
                     group.shutdown()
         manifest = Manifest(
@@ -227,14 +234,16 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     return out_path
 
 
-def _infer(group: WorkerGroup, ckpt: dict[str, Any], what: str, layer: int, tmp: Path,
+def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, layer: int, tmp: Path,
            fmt: str) -> list[dict[str, Any]]:
     """Load the checkpoint into every worker, run the layers needed, have each worker
     write its shard into ``tmp``; returns the shards' manifest entries in part order."""
-    from gnntrain.runtime.driver import run_layers
+    from gnntrain.config import load_config
+    from gnntrain.runtime.driver import restore, run_layers
 
-    group.call("load_state", {"model": ckpt["model"], "opt": ckpt["opt"]}, phase="restore")
-    run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction")
+    restore(group, run, ckpt, load_config(raw=run.read_config_raw()))
+    if what != "node_embedding":
+        run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction")
     shards: list[dict[str, Any]] = group.call("export", str(tmp), what, layer, fmt,
                                               phase="prediction export")
     return sorted(shards, key=lambda s: int(s["part"]))
@@ -318,11 +327,15 @@ def _check_model(spec: ModelSpec, cfg: RunConfig, task: Task, in_dim: int, num_c
     return int(probe.num_layers)  # type: ignore[arg-type]
 
 
-def _resolve_layer(what: str, layer: int | None, num_layers: int) -> int:
+def _resolve_layer(what: str, layer: int | None, num_layers: int, has_table: bool = False) -> int:
+    if what == "node_embedding":
+        return 0
     if what != "embeddings":
         return num_layers
     if layer is None:
         return max(1, num_layers - 1)
+    if layer == 0 and has_table:
+        return 0
     if not 0 < layer <= num_layers:
         raise PredictError(f"--layer {layer}: out of range; the model has {num_layers} layers, "
                            f"allowed 1..{num_layers} (the rows after that layer; {num_layers} = "

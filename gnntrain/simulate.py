@@ -40,9 +40,13 @@ def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
 
     Gradient traffic is added per step as training counts it (the all-reduce buffer:
     every gradient, the float buffers, the example count, loss and worker count), so the
-    bytes equal a real epoch's.
+    bytes equal a real epoch's. With a node embedding every step reads its input rows
+    and sends zero gradients of the same shape to the owners (the table is in ``dry``
+    mode: reads do not wait for updates and owners keep nothing), so the ``embedding``
+    and ``embedding_grad`` bytes are a real epoch's too.
     """
     a = worker.access
+    emb = a.embedding
     add_io = a.io_counters()
     batches, keys = worker.trainer.epoch_plan(epoch, steps)
     pipe = a.pipeline(worker.task, batches, keys, need_deg=needs_degrees(worker.model), prefetch=0)
@@ -58,6 +62,12 @@ def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
         stats.input_nodes += item.num_input
         stats.sampled_edges += item.num_edges
         a.comm.add_gradient(grad_bytes)
+        if emb is not None:
+            if item.batch is not None:
+                assert item.input_nodes is not None
+                rows = emb.read(item.input_nodes)
+                emb.push(item.input_nodes, np.zeros_like(rows))
+            emb.apply(0.0)  # the version moves on as in training (it travels in every read)
     add_io(stats)
     # no comm snapshot here: peers simulated after this one still ask it for rows
     return {"stats": stats.to_dict()}
@@ -76,6 +86,9 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[
     task = build_task(cfg_k.task.kind, dict(cfg_k.task.options))
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
                           cfg_k.model.arch, task)
+    for w in group.workers:
+        if w.access.embedding is not None:
+            w.access.embedding.shard.dry = True
     try:
         t1 = time.perf_counter()
         group.call("setup_cache", phase="cache setup")
@@ -114,12 +127,13 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[
 
 def print_table(rows: list[dict[str, Any]], console: Console) -> None:
     t = Table(title="simulated epoch per worker count (bytes sent, all workers)")
-    for col in ("k", "sample", "feature", "gradient", "total", "per worker (max)",
+    for col in ("k", "sample", "feature", "gradient", "embedding", "total", "per worker (max)",
                 "remote inputs", "cache hit", "imbalance"):
         t.add_column(col, justify="right")
     for r in rows:
         b = r["bytes_by_category"]
         t.add_row(str(r["k"]), fmt_bytes(b["sample"]), fmt_bytes(b["feature"]), fmt_bytes(b["gradient"]),
+                  fmt_bytes(b["embedding"] + b["embedding_grad"]),
                   fmt_bytes(r["bytes_total"]), fmt_bytes(r["bytes_per_worker_max"]),
                   f"{100 * r['remote_input_share']:.1f}%",
                   "-" if r["cache_hit_rate"] is None else f"{100 * r['cache_hit_rate']:.1f}%",

@@ -19,8 +19,10 @@ their figures equal a Ray run's.
 
 Categories: ``sample`` (frontier ids out, sampled neighbours back), ``feature``
 (input-row ids out, encoded rows back), ``eval`` (layer-wise evaluation: halo ids out,
-hidden rows back), ``gradient`` and ``control`` (the coordinator's calls: arguments to
-and replies from each worker). Gradient bytes are *computed* from the ring all-reduce
+hidden rows back), ``gradient``, ``control`` (the coordinator's calls: arguments to
+and replies from each worker), and for a learnable node embedding ``embedding`` (row
+ids out, table rows back) and ``embedding_grad`` (row ids and their gradients out to
+the owner, its empty reply back). Gradient bytes are *computed* from the ring all-reduce
 formula (gloo does not expose its wire bytes) and the report labels them so.
 """
 
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-CATEGORIES = ("sample", "feature", "eval", "gradient", "control")
+CATEGORIES = ("sample", "feature", "eval", "gradient", "control", "embedding", "embedding_grad")
 
 COUNTING_RULE = ("Ray's serialised size of every argument of a request and of every reply "
                  "(total_bytes + metadata of its serialization context: pickled structure and "

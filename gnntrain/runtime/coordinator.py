@@ -32,7 +32,7 @@ from gnntrain.data import load_dataset
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
-from gnntrain.runtime.driver import FitResult, fit
+from gnntrain.runtime.driver import FitResult, fit, restore
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
 from partition.graph import Graph
@@ -65,12 +65,13 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                   f"{graph.num_features} features, {graph.num_classes} classes")
     # the model is built once here, so a factory that fails does so before Ray starts
     out_dim = task.out_dim(graph.num_classes, cfg.model.hidden)
-    probe = build_model(spec, cfg.model, graph.num_features, out_dim, cfg.train.seed)
+    in_dim = cfg.model.input_dim(graph.num_features)
+    probe = build_model(spec, cfg.model, in_dim, out_dim, cfg.train.seed)
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
                       "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")
     # what rebuilding the model from the run directory needs (gnntrain.load)
-    model_info = {"in_dim": graph.num_features, "out_dim": out_dim,
+    model_info = {"in_dim": in_dim, "out_dim": out_dim,
                   "arch": spec if isinstance(spec, str) else None,
                   "class": f"{type(probe).__module__}.{type(probe).__qualname__}",
                   "layerwise": has_layerwise(probe)}
@@ -146,7 +147,7 @@ def _error_log(run: RunDir) -> Iterator[None]:
 def _fit(cfg: RunConfig, group: WorkerGroup, run: RunDir, task: Task, ckpt: dict[str, Any] | None,
          start_epoch: int, progress: bool) -> FitResult:
     if ckpt is not None:
-        group.call("load_state", {"model": ckpt["model"], "opt": ckpt["opt"]}, phase="restore")
+        restore(group, run, ckpt, cfg)
     return fit(cfg, group, run, task, start_epoch=start_epoch, progress=progress)
 
 

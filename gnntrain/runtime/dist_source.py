@@ -35,6 +35,14 @@ class Peers(ABC):
     @abstractmethod
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]: ...
 
+    @abstractmethod
+    def embedding_rows(self, requests: dict[int, np.ndarray],
+                       version: int | None) -> dict[int, np.ndarray]: ...
+
+    @abstractmethod
+    def embedding_grads(self, requests: dict[int, tuple[np.ndarray, np.ndarray]],
+                        step: int) -> None: ...
+
 
 def group_by_owner(owners: np.ndarray, rank: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """Positions of locally owned ids, and positions of the others grouped by owner

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from gnntrain.checkpoint import save_checkpoint
+from gnntrain.checkpoint import load_part_file, save_checkpoint
 from gnntrain.config import RunConfig
 from gnntrain.engine import steps_per_epoch
 from gnntrain.rundir import RunDir
@@ -48,6 +48,21 @@ def split_metrics(task: Task, results: list[dict[str, Any]]) -> dict[str, float]
         if states:
             out.update({f"{split}_{k}": v for k, v in task.metrics(task.merge(states)).items()})
     return out
+
+
+def restore(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], cfg: RunConfig) -> None:
+    """Load a checkpoint into every worker: the replicated model and optimizer state, and
+    each part's own state (node embedding rows) from its side file, one part at a time."""
+    group.call("load_state", {"model": ckpt["model"], "opt": ckpt["opt"]}, phase="restore")
+    files = list(ckpt.get("part_files", []))
+    has_table = cfg.model.node_embedding is not None
+    if (has_table or files) and len(files) != (group.world if has_table else 0):
+        raise ValueError(f"the checkpoint after epoch {ckpt.get('epochs_done')} holds "
+                         f"{len(files)} per-part embedding files but the run has {group.world} "
+                         f"workers and model.node_embedding={cfg.model.node_embedding}: resume "
+                         "with the run's own config and worker count")
+    for r, name in enumerate(files):
+        group.call_one(r, "load_part_state", load_part_file(run, name), phase="restore")
 
 
 def run_layers(group: WorkerGroup, layers: int, phase: str = "evaluation") -> None:
@@ -157,8 +172,11 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
                 # replica drifted)
                 state = group.call_one(0, "state", phase="checkpoint")
                 digests = group.call("state_digest", phase="checkpoint")
+                parts = () if cfg.model.node_embedding is None else (
+                    group.call_one(r, "part_state", phase="checkpoint") for r in range(group.world))
                 save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **state,
-                                                 "rank_digests": digests}, cfg.train.keep_checkpoints)
+                                                 "rank_digests": digests}, cfg.train.keep_checkpoints,
+                                parts=parts)
         res.epochs.append(rec)
         shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
         shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})

@@ -52,7 +52,14 @@ class Evaluator:
         return self._halo_local
 
     def begin(self) -> None:
-        self.hidden = {0: np.array(self.access.part.x, dtype=np.float32)}  # writable copy of the mmap
+        """Layer 0's rows of every owned node: the features, combined with the node
+        embedding's rows where the model has one."""
+        x = np.array(self.access.part.x, dtype=np.float32)  # writable copy of the mmap
+        emb = self.access.embedding
+        if emb is not None:
+            rows = torch.from_numpy(emb.shard.rows(np.arange(emb.shard.num_rows), None))
+            x = emb.combine(torch.from_numpy(x), rows).numpy()
+        self.hidden = {0: x}
 
     def layer(self, layer: int) -> None:
         """Layer ``layer`` over all in-neighbours for every owned node."""
@@ -97,10 +104,16 @@ class Evaluator:
 
     def rows(self, what: str, layer: int) -> np.ndarray:
         """What ``gnntrain.predict --what WHAT`` writes for every owned node (row ``i`` =
-        local node ``i``): ``embeddings`` are the rows after layer ``layer``; anything else
-        goes through :meth:`Task.predict` on the last layer's outputs."""
+        local node ``i``): ``embeddings`` are the rows after layer ``layer`` (layer 0: the
+        model's input rows, with a node embedding), ``node_embedding`` the learned table's
+        rows; anything else goes through :meth:`Task.predict` on the last layer's outputs."""
+        emb = self.access.embedding
+        if what == "node_embedding":
+            if emb is None:
+                raise ValueError("--what node_embedding: the run has no model.node_embedding")
+            return emb.shard.rows(np.arange(emb.shard.num_rows), None)
         if what == "embeddings":
-            if layer not in self.hidden or layer == 0:
+            if layer not in self.hidden or (layer == 0 and emb is None):
                 raise ValueError(f"layer={layer}: embeddings are the rows after a layer that ran "
                                  f"(1..{max(self.hidden, default=0)})")
             return self.hidden[layer]
@@ -138,6 +151,9 @@ class Evaluator:
                     if item.batch is None:
                         continue
                     b = item.batch.to(a.device, non_blocking=True)
+                    if a.embedding is not None:
+                        assert item.input_nodes is not None
+                        b, _ = a.embedding.attach(b, item.input_nodes, grad=False)
                     states.append(self.task.metric_state(self.model(b.blocks, b.x), b.y))
             finally:
                 pipe.close()

@@ -48,6 +48,15 @@ class LoopbackPeers(Peers):
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
         return {o: self.workers[o].serve("hidden", ids, layer, self.rank) for o, ids in requests.items()}
 
+    def embedding_rows(self, requests: dict[int, np.ndarray],
+                       version: int | None) -> dict[int, np.ndarray]:
+        return {o: self.workers[o].serve("embedding_rows", ids, version, self.rank)
+                for o, ids in requests.items()}
+
+    def embedding_grads(self, requests: dict[int, tuple[np.ndarray, np.ndarray]], step: int) -> None:
+        for o, (ids, grads) in requests.items():
+            self.workers[o].serve("embedding_grads", ids, grads, step, self.rank)
+
 
 class ThreadAllReduce:
     """Sum of one tensor per thread, in rank order (deterministic), with a timeout."""

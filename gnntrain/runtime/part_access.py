@@ -17,8 +17,10 @@ import numpy as np
 import torch
 
 from gnntrain.config import RunConfig
+from gnntrain.embedding import EmbeddingShard
 from gnntrain.engine import BatchPipeline, EpochStats, mix_seed
 from gnntrain.runtime.comm import CommCounter
+from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource, Peers
 from gnntrain.tasks import SeedBatch, Task
 from samplers import CSRSource, NeighborSampler, build_cache, count_accesses
@@ -65,6 +67,13 @@ class PartAccess:
         self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,
                                        weighted=sc.weighted)
         self.cache_info: dict[str, Any] = {"policy": "none", "capacity": 0}
+        self.embedding: DistEmbedding | None = None
+        emb = cfg.model.node_embedding
+        if emb is not None:
+            shard = EmbeddingShard(emb, np.asarray(part.orig_ids[:self.n_owned], dtype=np.int64),
+                                   seed=cfg.train.seed, wait_timeout_s=cfg.cluster.call_timeout_s)
+            self.embedding = DistEmbedding(shard, self.book, rank, self.start, self.peers,
+                                           self.comm, emb.combine)
 
     def owned(self, ids: np.ndarray) -> np.ndarray:
         return (ids >= self.start) & (ids < self.start + self.n_owned)
@@ -108,10 +117,14 @@ class PartAccess:
         """Snapshot the sampler's and reader's counters; the returned function adds what
         they counted since then to an epoch's statistics."""
         src0, rd0 = dict(vars(self.source.stats)), dict(vars(self.reader.stats))
+        emb0 = dict(vars(self.embedding.stats)) if self.embedding is not None else {}
 
         def add(stats: EpochStats) -> None:
             stats.extra.update({f"sample_{k}": v - src0[k] for k, v in vars(self.source.stats).items()})
             stats.extra.update({f"feat_{k}": v - rd0[k] for k, v in vars(self.reader.stats).items()})
+            if self.embedding is not None:
+                stats.extra.update({f"embedding_{k}": v - emb0[k]
+                                    for k, v in vars(self.embedding.stats).items()})
 
         return add
 

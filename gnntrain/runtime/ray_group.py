@@ -83,6 +83,17 @@ class RayPeers(Peers):
                 for o, ids in requests.items()}
         return self._gather(refs, "hidden-row")
 
+    def embedding_rows(self, requests: dict[int, np.ndarray],
+                       version: int | None) -> dict[int, np.ndarray]:
+        refs = {o: self.handles[o].serve.remote("embedding_rows", ids, version, self.rank)
+                for o, ids in requests.items()}
+        return self._gather(refs, "embedding-row")
+
+    def embedding_grads(self, requests: dict[int, tuple[np.ndarray, np.ndarray]], step: int) -> None:
+        refs = {o: self.handles[o].serve.remote("embedding_grads", ids, grads, step, self.rank)
+                for o, (ids, grads) in requests.items()}
+        self._gather(refs, "embedding-gradient")
+
 
 class WorkerActor:
     """The Ray actor around :class:`Worker` (decorated in :func:`actor_class`)."""

@@ -10,6 +10,7 @@ import numpy as np
 
 from gnntrain.runtime.codec import Encoded, encode
 from gnntrain.runtime.comm import wire_bytes
+from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
 
@@ -31,6 +32,18 @@ class PeerServer:
         enc = encode(a.part.x[ids - a.start], dtype)
         a.comm.add("feature", requester, wire_bytes(enc))
         return enc
+
+    def embedding_rows(self, ids: np.ndarray, version: int | None, requester: int) -> np.ndarray:
+        return self._embedding().serve_rows(ids, version, requester)
+
+    def embedding_grads(self, ids: np.ndarray, grads: np.ndarray, step: int, requester: int) -> None:
+        self._embedding().serve_grads(ids, grads, step, requester)
+
+    def _embedding(self) -> DistEmbedding:
+        if self.access.embedding is None:
+            raise RuntimeError(f"worker {self.access.rank} has no node embedding table "
+                               "(model.node_embedding is not set)")
+        return self.access.embedding
 
     def hidden(self, ids: np.ndarray, layer: int, requester: int) -> np.ndarray:
         rows = self.evaluator.hidden_rows(ids, layer)

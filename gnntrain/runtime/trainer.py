@@ -63,7 +63,7 @@ class Trainer:
             a.progress.set("train", epoch=epoch, step=step + 1)
 
         stats = run_epoch(self.model, self.opt, self.task, pipe, self.allreduce, epoch,
-                          on_step=step_done, device=a.device)
+                          on_step=step_done, device=a.device, table=a.embedding)
         a.progress.set("idle", epoch=epoch, step=steps)
         add_io(stats)
         return {"stats": stats.to_dict(), "comm": a.comm.take()}

@@ -46,6 +46,8 @@ CALLS: dict[str, tuple[str, str]] = {
     "comm_snapshot": ("access", "comm_snapshot"),
     "state": ("trainer", "state"),
     "state_digest": ("", "state_digest"),
+    "part_state": ("", "part_state"),
+    "load_part_state": ("", "load_part_state"),
     "load_state": ("trainer", "load_state"),
 }
 """Coordinator calls: name -> (role attribute, or "" for the worker itself; method). They
@@ -55,6 +57,8 @@ SERVE_CALLS: dict[str, tuple[str, str]] = {
     "sample": ("server", "sample"),
     "features": ("server", "features"),
     "hidden": ("server", "hidden"),
+    "embedding_rows": ("server", "embedding_rows"),
+    "embedding_grads": ("server", "embedding_grads"),
 }
 """Peer calls: name -> (role attribute, method). Run on the worker's serving threads."""
 
@@ -63,7 +67,7 @@ class _NoPeers(Peers):
     def _none(self, *_: Any) -> dict[int, Any]:
         raise RuntimeError("a single worker has no peers to ask")
 
-    sample = features = hidden = _none  # type: ignore[assignment]
+    sample = features = hidden = embedding_rows = embedding_grads = _none  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ class Worker:
         self.access = PartAccess(cfg, part, rank=rank, world=world, degrees=degrees,
                                  peers=peers or _NoPeers(), device=device)
         out_dim = task.out_dim(num_classes, cfg.model.hidden)
-        self.model = build_model(model, cfg.model, int(part.x.shape[1]), out_dim, cfg.train.seed).to(device)
+        in_dim = cfg.model.input_dim(int(part.x.shape[1]))
+        self.model = build_model(model, cfg.model, in_dim, out_dim, cfg.train.seed).to(device)
         self.trainer = Trainer(self.access, self.model, task, allreduce, step_hooks or [])
         self.evaluator = Evaluator(self.access, self.model, task)
         self.server = PeerServer(self.access, self.evaluator)
@@ -106,6 +111,20 @@ class Worker:
 
     def setup_cache(self) -> dict[str, Any]:
         return self.access.setup_cache(self.task)
+
+    def part_state(self) -> dict[str, Any]:
+        """What only this worker holds: its part of the node embedding table and that
+        part's optimizer state (empty without ``model.node_embedding``)."""
+        emb = self.access.embedding
+        return {} if emb is None else {"embedding": emb.shard.state_dict()}
+
+    def load_part_state(self, state: dict[str, Any]) -> None:
+        emb = self.access.embedding
+        if emb is None or "embedding" not in state:
+            raise ValueError(f"worker {self.rank}: the checkpoint's per-part state "
+                             f"({sorted(state)}) does not match model.node_embedding="
+                             f"{self.cfg.model.node_embedding}")
+        emb.shard.load_state_dict(state["embedding"], self.rank)
 
     def state_digest(self) -> str:
         """SHA-256 of this worker's model and optimizer state (equal on every replica)."""

@@ -31,7 +31,9 @@ from partition import build_partition_set
 from tests.conftest import make_graph
 from tests.runtime.helpers import tiny_cfg
 
-PEER_CALLS = {"sample": "sample", "features": "feature", "hidden": "eval"}  # SERVE_CALLS
+PEER_CALLS = {"sample": "sample", "features": "feature", "hidden": "eval",  # SERVE_CALLS
+              "embedding_rows": "embedding", "embedding_grads": "embedding_grad"}
+TABLE_CATEGORIES = ("embedding", "embedding_grad")
 BYTES_PER_VALUE = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 
 
@@ -168,11 +170,43 @@ def test_counted_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path
         group.shutdown()
 
 
+def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A learnable node embedding adds row reads (``embedding``) and gradient pushes
+    (``embedding_grad``): counted exactly as Ray serialises them, like every other category."""
+    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    world = 2
+    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=sampled",
+                   "model.node_embedding={dim: 6, optimizer: sparse_adagrad}", workers=world)
+    pset = build_partition_set(make_graph(300, seed=3), cfg.partition)
+    group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
+    actors = group.actors
+    sent = np.zeros((2, world), dtype=np.int64)
+
+    def record(w: int, nbytes: int) -> None:
+        sent[:, w] += (nbytes, 1)
+
+    try:
+        group.actors = [RecordingHandle(a, lambda _name, nbytes, w=w: record(w, nbytes))
+                        for w, a in enumerate(actors)]
+        res = fit(cfg, group, None, NodeClassification(), progress=False)
+        seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
+        _check_counted_equals_seen(res, seen, sent, "float32", world,
+                                   categories=("sample", "feature", *TABLE_CATEGORIES))
+        # one gradient message per owner per step, as many as the reads of training
+        msgs = res.epochs[0]["comm"]["messages_by_category"]
+        assert msgs["embedding_grad"] == msgs["embedding"] > 0
+    finally:
+        group.actors = actors
+        group.shutdown()
+
+
 def _check_counted_equals_seen(res: Any, seen: list[dict[str, Any]], sent: np.ndarray,
-                               dtype: str, world: int) -> None:
+                               dtype: str, world: int,
+                               categories: tuple[str, ...] = ("sample", "feature", "eval")) -> None:
     rec = res.epochs[0]
     counted = _counted([res.setup_comm, rec["comm"], rec["eval_comm"]], world)
-    for cat in PEER_CALLS.values():
+    for cat in categories:
         measured = np.zeros((world, world), dtype=np.int64)
         messages = 0
         for s in seen:
@@ -281,12 +315,14 @@ def test_two_workers_on_ray_report_traffic(ray_local: None, tmp_path: Path) -> N
 
 
 def test_summarise_matrix() -> None:
-    assert CATEGORIES == ("sample", "feature", "eval", "gradient", "control")
-    snaps = [{"rank": 0, "bytes": [[0, 5], [0, 7], [0, 2], [0, 0], [0, 0]],
-              "messages": [[0, 1], [0, 1], [0, 1], [0, 0], [0, 0]]},
-             {"rank": 1, "bytes": [[3, 0], [0, 0], [0, 0], [0, 0], [1, 0]],
-              "messages": [[1, 0], [0, 0], [0, 0], [0, 0], [1, 0]]}]
+    assert CATEGORIES == ("sample", "feature", "eval", "gradient", "control", "embedding",
+                          "embedding_grad")
+    snaps = [{"rank": 0, "bytes": [[0, 5], [0, 7], [0, 2], [0, 0], [0, 0], [0, 3], [0, 0]],
+              "messages": [[0, 1], [0, 1], [0, 1], [0, 0], [0, 0], [0, 1], [0, 0]]},
+             {"rank": 1, "bytes": [[3, 0], [0, 0], [0, 0], [0, 0], [1, 0], [0, 0], [2, 0]],
+              "messages": [[1, 0], [0, 0], [0, 0], [0, 0], [1, 0], [0, 0], [1, 0]]}]
     s = summarise(snaps, 2)
-    assert s["matrix"] == [[0, 14], [4, 0]]
-    assert s["by_category"] == {"sample": 8, "feature": 7, "eval": 2, "gradient": 0, "control": 1}
+    assert s["matrix"] == [[0, 17], [6, 0]]
+    assert s["by_category"] == {"sample": 8, "feature": 7, "eval": 2, "gradient": 0, "control": 1,
+                                "embedding": 3, "embedding_grad": 2}
     assert s["bytes_are"] == COUNTING_RULE

@@ -13,17 +13,23 @@ from tests.conftest import make_graph
 from tests.runtime.helpers import tiny_cfg
 
 
-@pytest.mark.parametrize(("k", "cache"), [(2, "none"), (4, "presample")])
-def test_simulated_bytes_match_a_real_run(ray_local: None, tmp_path: Path, k: int, cache: str) -> None:
+@pytest.mark.parametrize(("k", "cache", "table"), [(2, "none", False), (4, "presample", False),
+                                                   (2, "none", True)])
+def test_simulated_bytes_match_a_real_run(ray_local: None, tmp_path: Path, k: int, cache: str,
+                                          table: bool) -> None:
     g = make_graph(500, seed=11)
+    extra = ["model.node_embedding={dim: 5}"] if table else []
     cfg = tiny_cfg(tmp_path, "train.epochs=1", f"sampler.cache.policy={cache}", "sampler.cache.size=0.2",
-                   workers=k)
+                   *extra, workers=k)
     real = run_training(cfg, graph=g, progress=False)
     rec = json.loads((Path(real["run_dir"]) / "metrics.jsonl").read_text().splitlines()[0])
     sim = simulate_k(cfg, g, k)
-    for cat in ("sample", "feature", "gradient"):
+    cats = ("sample", "feature", "gradient", "embedding", "embedding_grad")
+    for cat in cats:
         assert sim["bytes_by_category"][cat] == rec["comm"]["by_category"][cat], cat
     assert sim["bytes_by_category"]["feature"] > 0
+    assert (sim["bytes_by_category"]["embedding"] > 0) == table
+    assert (sim["bytes_by_category"]["embedding_grad"] > 0) == table
     assert sim["remote_input_share"] == pytest.approx(rec["remote_input_share"])
 
 

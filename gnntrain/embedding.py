@@ -101,7 +101,7 @@ class EmbeddingShard:
         names = STATE_NAMES[cfg.optimizer]
         nbytes = 4 * self.num_rows * self.dim * (1 + len(names))
         self.scratch: Path | None = None
-        if nbytes > cfg.mmap_above_mb * 2**20:
+        if cfg.mmap_above_mb is not None and nbytes > cfg.mmap_above_mb * 2**20:
             self.scratch = Path(tempfile.mkdtemp(prefix="gnntrain-embedding-"))
             weakref.finalize(self, shutil.rmtree, str(self.scratch), True)
         self.table = self._alloc("table")

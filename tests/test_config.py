@@ -59,10 +59,12 @@ def test_tiny_config_builds_its_graph() -> None:
     assert 4000 <= g.num_nodes <= 6000
 
 
-@pytest.mark.parametrize("name", ["cora", "citeseer", "tolokers"])
+@pytest.mark.parametrize("name", ["cora", "citeseer", "tolokers", "email-eu-core"])
 def test_real_configs_point_at_real_files(name: str, data_root: Path) -> None:
     g = load_dataset(load_config(DATASETS / f"{name}.yaml").dataset)
     assert g.train_idx.size > 0
+    if name == "email-eu-core":  # SOURCES: 1,005 nodes, 16,064 undirected pairs, 42 classes
+        assert (g.num_nodes, g.num_classes) == (1005, 42)
 
 
 def test_unknown_key_names_its_path() -> None:

@@ -23,6 +23,8 @@ and their imbalance (max / mean); the training nodes per part.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
@@ -151,6 +153,29 @@ class HeteroPartitionReport(_Model):
 
     def to_json(self, indent: int | None = 1) -> str:
         return self.model_dump_json(indent=indent)
+
+    def print(self, console: Any = None) -> None:
+        """Readable tables on the terminal (rich): per type, per relation."""
+        from rich.console import Console
+        from rich.table import Table
+
+        console = console or Console()
+        k = self.num_parts
+        console.print(f"[bold]{self.graph_name}[/bold] ({self.method}, k={k}): edge cut "
+                      f"{self.edge_cut} ({self.edge_cut_fraction:.1%}); training nodes of "
+                      f"{self.target!r} per part {self.train} (imbalance {self.train_imbalance:.3f})")
+        types = Table(title="per node type")
+        for col in ("type", "nodes per part", "imbalance", "halo per part", "replication"):
+            types.add_column(col)
+        for t, q in self.types.items():
+            types.add_row(t, str(q.nodes), f"{q.imbalance:.3f}", str(q.halo), f"{q.replication:.3f}")
+        rels = Table(title="per relation")
+        for col in ("relation", "edges", "cut edges", "cut fraction"):
+            rels.add_column(col)
+        for r, rq in self.relations.items():
+            rels.add_row(r, str(rq.edges), str(rq.cut_edges), f"{rq.cut_fraction:.1%}")
+        console.print(types)
+        console.print(rels)
 
 
 def _imbalance(values: np.ndarray) -> float:

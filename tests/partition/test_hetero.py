@@ -184,3 +184,24 @@ def test_edited_meta_and_other_graph_are_refused(mag_graph: HeteroGraph, tmp_pat
     (pset.path / "meta.json").write_text(json.dumps(raw))
     with pytest.raises(PartitionFormatError, match=r"fails its checksum"):
         open_hetero_partition_set(pset.path)
+
+
+def test_cli_partitions_a_typed_config_and_reports_per_type(tmp_path: Path) -> None:
+    import yaml
+
+    from partition.cli import main
+
+    cfg = {"dataset": {"name": "mag-tiny", "source": "synthetic_hetero", "add_reverse": True,
+                       "synthetic_hetero": {"papers": 400, "authors": 500, "institutions": 8, "fields": 30}},
+           "partition": {"method": "metis", "parts": 2}, "cluster": {"workers": 2}}
+    path = tmp_path / "mag-tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    assert main(["--config", str(path), "--root", str(tmp_path / "sets"), "--out", str(out),
+                 "--parts", "3"]) == 0
+    rep = json.loads((out / "partition.json").read_text())
+    assert rep["num_parts"] == 3
+    assert set(rep["types"]) == {"paper", "author", "institution", "field_of_study"}
+    assert sum(rep["types"]["author"]["nodes"]) == 500
+    assert "author___writes___paper" in rep["relations"]
+    assert main(["--config", str(path), "--root", str(tmp_path / "sets"), "--method", "ldg"]) == 2

@@ -205,3 +205,39 @@ def test_cli_partitions_a_typed_config_and_reports_per_type(tmp_path: Path) -> N
     assert sum(rep["types"]["author"]["nodes"]) == 500
     assert "author___writes___paper" in rep["relations"]
     assert main(["--config", str(path), "--root", str(tmp_path / "sets"), "--method", "ldg"]) == 2
+
+
+def _drawn_files() -> set[str]:
+    """Paths of the ``.npy`` files drawn in partition.hetero_store's docstring tree, with the
+    placeholders ``<t>``, ``<R>`` and ``<p>`` kept."""
+    import re
+
+    import partition.hetero_store as hs
+
+    doc = hs.__doc__ or ""
+    stack: list[tuple[int, str]] = []
+    files = set()
+    for line in doc.splitlines():
+        m = re.match(r"^(\s*)(?:[│ ]*)[├└]── (\S+)", line)
+        if not m:
+            continue
+        depth = line.index(m.group(2))
+        stack = [(d, n) for d, n in stack if d < depth]
+        name = m.group(2)
+        if name.endswith("/"):
+            stack.append((depth, name.rstrip("/")))
+        elif name.endswith(".npy"):
+            files.add("/".join([n for _, n in stack] + [name]))
+    return files
+
+
+def test_docstring_tree_matches_what_the_writer_makes(mag_graph: HeteroGraph, three_parts) -> None:  # noqa: ANN001
+    import re
+
+    written = set()
+    for rel in three_parts.meta.files:
+        rel = re.sub(r"^part-\d+/", "part-<p>/", rel)
+        rel = re.sub(r"^(types|part-<p>/nodes)/[^/]+/", r"\1/<t>/", rel)
+        rel = re.sub(r"^part-<p>/rel/[^/]+/", "part-<p>/rel/<R>/", rel)
+        written.add(rel)
+    assert _drawn_files() == written

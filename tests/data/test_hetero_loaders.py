@@ -175,3 +175,14 @@ def test_homogeneous_loader_refuses_a_typed_source_with_the_way_out() -> None:
     cfg = parse_dataset({"name": "s", "source": "synthetic_hetero"})
     with pytest.raises(DataError, match=r"typed graph.*load_hetero"):
         load_dataset(cfg)
+
+
+def test_real_acm_round_trips_through_pyg(data_root: Path) -> None:
+    from gnntrain.data.hetero import from_pyg_hetero, to_pyg_hetero
+
+    cfg = load_config(DATASETS / "hgcma-acm.yaml").dataset
+    if not (data_root / cfg.path).is_dir():  # type: ignore[union-attr]
+        pytest.skip(f"real data absent: {data_root / cfg.path} not found")  # type: ignore[union-attr]
+    g = load_hetero(cfg)
+    back = from_pyg_hetero(to_pyg_hetero(g), target=g.target, name=g.name, num_classes=g.num_classes)
+    assert back.content_hash() == g.content_hash()

@@ -211,8 +211,109 @@ class SyntheticDataset(_DatasetBase):
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
 
 
+# ---- typed (heterogeneous) graphs: loaded by gnntrain/data/hetero.py ---------------------
+
+
+class _HeteroDatasetBase(_DatasetBase):
+    """What every typed-graph source shares: reverse relations on request."""
+
+    add_reverse: bool = Field(False, description="add (dst, rev_<relation>, src) for every relation")
+
+
+class HeteroDirDataset(_HeteroDatasetBase):
+    """A directory with one edge file per relation named by type letters (``pa.txt`` =
+    paper -> author), ``<letter>_feat.npz`` features, target labels and split files
+    (HeCo / HGCMA layout; ``gnntrain/data/hetero_dir.py``). The mapping below says which
+    letter is which type and which file is which relation, so a directory of this shape
+    loads without code."""
+
+    source: Literal["hetero_dir"] = "hetero_dir"
+    path: str = Field(description=_PATH_DOC)
+    types: dict[str, str] = Field(description="type letter -> node type name, e.g. {p: paper}")
+    relations: dict[str, str] = Field(description="edge file stem (two type letters, source "
+                                      "first) -> relation name, e.g. {pa: written_by}")
+    target: str = Field(description="the labelled node type (a value of types)")
+    labels: str = Field("labels.npy", description="target labels file (.npy), one per target node")
+    split: str = Field(description="split suffix: train_<split>.npy, val_<split>.npy, test_<split>.npy")
+    counts: dict[str, int] = Field(default_factory=dict, description="type letter -> node count; "
+                                   "default: the largest of feature rows, labels and edge ids + 1")
+    edge_suffix: str = Field(".txt", description="edge file extension")
+
+    @model_validator(mode="after")
+    def _names(self) -> HeteroDirDataset:
+        letters = sorted(self.types)
+        for key in self.types:
+            if len(key) != 1:
+                raise ValueError(f"types: key {key!r} must be one letter (the letter edge files use)")
+        if self.target not in self.types.values():
+            raise ValueError(f"target={self.target!r}: not one of the types {sorted(self.types.values())}")
+        for stem in self.relations:
+            if len(stem) != 2 or any(c not in self.types for c in stem):
+                raise ValueError(f"relations: file stem {stem!r} must be two type letters from "
+                                 f"{letters} (source first), e.g. 'pa'")
+        for key, n in self.counts.items():
+            if key not in self.types or n < 1:
+                raise ValueError(f"counts: {key!r}={n} must name a type letter from {letters} "
+                                 "with a count >= 1")
+        return self
+
+
+class OgbMagDataset(_HeteroDatasetBase):
+    """OGB-MAG's typed layout: ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``,
+    ``raw/node-feat/<type>/``, ``raw/node-label/<type>/``, ``raw/num-node-dict.csv.gz``,
+    ``split/<name>/<type>/`` (``gnntrain/data/hetero_ogb.py``)."""
+
+    source: Literal["ogb_mag"] = "ogb_mag"
+    path: str = Field(description=_PATH_DOC)
+    target: str = Field("paper", description="the labelled node type")
+    split: str | None = Field(None, description="split folder name; default the only one there")
+
+
+class SyntheticHeteroConfig(_Frozen):
+    """A typed graph shaped like OGB-MAG (``gnntrain/data/hetero_synthetic.py``): papers
+    cite papers, authors write papers, authors are affiliated with institutions, papers
+    have topic fields; power-law degrees; paper classes that its typed neighbours share."""
+
+    papers: int = Field(20_000, ge=10)
+    authors: int = Field(30_000, ge=1)
+    institutions: int = Field(250, ge=1)
+    fields: int = Field(1_500, ge=1)
+    cites_per_paper: float = Field(5.0, ge=0)
+    authors_per_paper: float = Field(3.0, gt=0)
+    fields_per_paper: float = Field(4.0, gt=0)
+    institutions_per_author: float = Field(1.0, gt=0)
+    features: int = Field(64, ge=1, description="paper feature width (other types are featureless)")
+    classes: int = Field(16, ge=2)
+    homophily: float = Field(0.6, ge=0.0, le=1.0, description="share of a paper's edges to "
+                             "neighbours of its own class")
+    power_law: float = Field(2.5, gt=1.0, description="exponent of the degree distributions")
+    feature_noise: float = Field(2.0, ge=0.0, description="noise std relative to centroid spread")
+    train_frac: float = Field(0.6, gt=0.0, lt=1.0)
+    val_frac: float = Field(0.2, ge=0.0, lt=1.0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _fracs(self) -> SyntheticHeteroConfig:
+        _check_fracs(self.train_frac, self.val_frac, "")
+        return self
+
+
+class SyntheticHeteroDataset(_HeteroDatasetBase):
+    """The typed generator, with its settings under ``synthetic_hetero``."""
+
+    source: Literal["synthetic_hetero"] = "synthetic_hetero"
+    synthetic_hetero: SyntheticHeteroConfig = Field(default_factory=SyntheticHeteroConfig)
+
+
+HETERO_SOURCES = ("hetero_dir", "ogb_mag", "synthetic_hetero")
+"""Sources that load a typed graph (:func:`gnntrain.data.hetero.load_hetero`)."""
+__all__ += ["HETERO_SOURCES", "HeteroDirDataset", "OgbMagDataset", "SyntheticHeteroConfig",
+            "SyntheticHeteroDataset"]
+
+
 DatasetConfig = Annotated[
-    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset,
+    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset
+    | HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per
 ``source``, each with only its own fields (a key of another source is refused with its

@@ -13,9 +13,11 @@ configuration, data or partitioning error, with the message on stderr.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from partition.build import build_partition_set
 from partition.config import METHODS
@@ -63,7 +65,7 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     """Everything ``main`` does, returning the reports (first: the configured method)."""
     from rich.console import Console
 
-    from gnntrain.config import load_config
+    from gnntrain.config import HETERO_SOURCES, load_config
     from gnntrain.data import load_dataset
     from partition.render import print_comparison
 
@@ -79,6 +81,9 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     cfg = load_config(args.config, overrides)
     methods = _methods(args, cfg.partition.method)
     console = Console()
+    if cfg.dataset.source in HETERO_SOURCES:  # a typed graph: typed set and per-type report
+        _run_typed(cfg, args, methods, console)
+        return []
     rec = StepRecorder()
     with rec("load"):
         graph = load_dataset(cfg.dataset)
@@ -103,6 +108,32 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     written = write_report(reports[0], out, compare=reports[1:], plot=not args.no_plot)
     console.print("wrote " + ", ".join(str(p) for p in written.values()))
     return reports
+
+
+def _run_typed(cfg: Any, args: argparse.Namespace, methods: list[str], console: Any) -> None:
+    """``run`` for a typed dataset: build (or reuse) the typed set of each method, print the
+    per-type and per-relation report of each, write them as ``partition.json``."""
+    from gnntrain.data.hetero import load_hetero
+    from partition.hetero_methods import hetero_quality_report
+    from partition.hetero_store import build_hetero_partition_set
+
+    graph = load_hetero(cfg.dataset)
+    console.print(f"loaded {graph.name}: {graph.num_nodes} nodes, {graph.total_edges} edges in "
+                  f"{len(graph.relations)} relations")
+    reports = []
+    for method in methods:
+        pcfg = cfg.partition.model_copy(update={"method": method})
+        pset = build_hetero_partition_set(graph, pcfg, args.root, force=args.force)
+        rep = hetero_quality_report(graph, pset.assignment(), num_parts=pcfg.parts, method=method)
+        rep.print(console)
+        console.print(f"partition set {'reused from' if pset.reused else 'written to'} {pset.path}")
+        reports.append(rep.model_dump(mode="json"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else (
+        Path(cfg.train.run_root) / f"partition-{graph.name}-k{cfg.partition.parts}-{stamp}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "partition.json").write_text(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
+    console.print(f"wrote {out / 'partition.json'}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,7 +136,7 @@ class PartitionMeta(_Model):
     meta_sha256: str = ""
 
 
-def meta_digest(meta: PartitionMeta) -> str:
+def meta_digest(meta: BaseModel) -> str:
     """SHA-256 of the meta's JSON without ``meta_sha256`` (sorted keys, compact)."""
     body = meta.model_dump(mode="json", exclude={"meta_sha256"})
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -36,7 +36,7 @@ from partition.steps import StepRecorder
 
 __all__ = ["METHODS", "SymmetricCSR", "allowed_loads", "assign_parts", "check_assignment", "check_counts",
            "check_request", "metis_balanced",
-           "random_parts", "symmetrize", "vertex_weights", "weights_from"]
+           "random_parts", "stratified_parts", "symmetrize", "vertex_weights", "weights_from"]
 
 _MAX_SEED = 2**31 - 2  # METIS gets seed + 1 (see _metis_parts)
 _INT32_MAX = 2**31 - 1
@@ -150,9 +150,16 @@ def weights_from(train: np.ndarray, in_degrees: np.ndarray,
 
 
 def _random_parts(train: np.ndarray, k: int, seed: int) -> np.ndarray:
+    return stratified_parts(np.where(train, 0, 1), 2, k, seed)
+
+
+def stratified_parts(strata: np.ndarray, num_strata: int, k: int, seed: int) -> np.ndarray:
+    """Seeded random permutation of each stratum ``0 .. num_strata - 1`` in turn, dealt
+    round-robin over ``k`` parts: every stratum is balanced to +-1 node per part."""
     rng = np.random.default_rng(seed)
-    parts = np.empty(train.shape[0], dtype=np.int64)
-    for stratum in (np.flatnonzero(train), np.flatnonzero(~train)):
+    parts = np.empty(strata.shape[0], dtype=np.int64)
+    for s in range(num_strata):
+        stratum = np.flatnonzero(strata == s)
         parts[stratum[rng.permutation(stratum.shape[0])]] = np.arange(stratum.shape[0]) % k
     return parts
 

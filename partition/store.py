@@ -218,6 +218,9 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     except (OSError, ValueError) as e:
         raise PartitionChecksumError(f"{meta_path} is unreadable ({e}); delete {root} and {rebuild}") from None
     version = raw.get("format_version") if isinstance(raw, dict) else None
+    if version == 2:  # partition.hetero_store.TYPED_FORMAT_VERSION
+        raise PartitionFormatError(f"partition set {root} is a typed set (format_version=2); open it "
+                                   "with partition.hetero_store.open_hetero_partition_set")
     if version != FORMAT_VERSION:
         raise PartitionFormatError(
             f"partition set {root} has format_version={version!r}, this code reads version "

@@ -17,11 +17,14 @@ from gnntrain.config import (
     DATA_ENV,
     CsvDataset,
     DatasetConfig,
+    HeteroDirDataset,
     HeterophilousDataset,
     LoadedDataset,
     NpzDataset,
     OgbDataset,
+    OgbMagDataset,
     PlanetoidDataset,
+    SyntheticHeteroDataset,
     data_root,
 )
 from gnntrain.data.build import BuildOptions, RawGraph, build_graph
@@ -56,6 +59,9 @@ def resolve_path(path: str | Path, root: Path | None = None, *, field: str = "da
 
 def load_dataset(cfg: DatasetConfig) -> Graph:
     """Load the graph ``cfg`` describes; raise :class:`DataError` naming what is wrong."""
+    if isinstance(cfg, HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset):
+        raise DataError(f"dataset {cfg.name!r}: source={cfg.source!r} is a typed graph; load it with "
+                        "gnntrain.data.hetero.load_hetero (training on typed graphs is not available yet)")
     if cfg.source == "synthetic":
         from gnntrain.data.synthetic import generate
 

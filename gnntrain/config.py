@@ -36,8 +36,8 @@ from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
     "DATA_ENV", "CacheConfig", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
-    "FaultConfig", "HeterophilousDataset", "LoadedDataset", "ModelConfig", "NpzDataset", "OgbDataset",
-    "PartitionConfig", "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
+    "FaultConfig", "HeterophilousDataset", "LightGcnDataset", "LoadedDataset", "ModelConfig",
+    "NpzDataset", "OgbDataset", "OgblDataset", "PartitionConfig", "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
     "SyntheticDataset", "TaskConfig", "TrainConfig", "data_root", "load_config", "parse_dataset",
 ]
 
@@ -191,6 +191,8 @@ class CsvDataset(LoadedDataset):
     label_column: str | int | None = Field(None, description="labels: label column (default last)")
     num_nodes: int | None = Field(None, ge=1, description="node count; default max id + 1")
     relabel: bool = Field(False, description="renumber arbitrary integer ids densely")
+    header: bool | None = Field(None, description="edges: the first line is a header "
+                                "(true), is not (false), or detect it (None)")
 
     @model_validator(mode="after")
     def _edges_and_delimiter(self) -> CsvDataset:
@@ -202,6 +204,26 @@ class CsvDataset(LoadedDataset):
         return self
 
 
+class OgblDataset(LoadedDataset):
+    """An OGB link-property folder (``gnntrain/data/link.py``): training edges in ``raw/``,
+    validation and test positives and negatives in ``split/<name>/*.pt``; ``split`` names
+    the folder. For ``task.kind: link``; other tasks train on its message-passing graph."""
+
+    named_splits: ClassVar[bool] = True
+    source: Literal["ogbl"] = "ogbl"
+    path: str = Field(description=_PATH_DOC)
+
+
+class LightGcnDataset(LoadedDataset):
+    """LightGCN user-item files ``{train,valid,test}.txt`` (``gnntrain/data/link.py``):
+    a bipartite graph, items numbered after users."""
+
+    source: Literal["lightgcn"] = "lightgcn"
+    path: str = Field(description=_PATH_DOC)
+    eval_negatives: int = Field(1, ge=1, description="random non-interacted items per "
+                                "validation/test interaction")
+
+
 class SyntheticDataset(_DatasetBase):
     """The generator (``gnntrain/data/synthetic.py``): an undirected graph without
     self-loops, with its own split settings under ``synthetic``."""
@@ -211,7 +233,8 @@ class SyntheticDataset(_DatasetBase):
 
 
 DatasetConfig = Annotated[
-    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset,
+    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | OgblDataset
+    | LightGcnDataset | SyntheticDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per
 ``source``, each with only its own fields (a key of another source is refused with its
@@ -248,14 +271,15 @@ class ModelConfig(_Frozen):
         return _check_import_path(v, BUILTIN_ARCHS, "arch")
 
 
-BUILTIN_TASKS = ("node_classification",)
+BUILTIN_TASKS = ("node_classification", "link")
 
 
 class TaskConfig(_Frozen):
     """The learning problem (:mod:`gnntrain.tasks`): a built-in ``kind`` or a user task
     ``package.module:factory``, made with ``options`` as keyword arguments."""
 
-    kind: str = Field("node_classification", description="node_classification | package.module:factory")
+    kind: str = Field("node_classification",
+                      description="node_classification | link | package.module:factory")
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the "
                                     "task, e.g. {label_smoothing: 0.1}")
 

@@ -138,7 +138,7 @@ class Evaluator:
                     if item.batch is None:
                         continue
                     b = item.batch.to(a.device, non_blocking=True)
-                    states.append(self.task.metric_state(self.model(b.blocks, b.x), b.y))
+                    states.append(self.task.eval_step(self.model, b))
             finally:
                 pipe.close()
             out[split] = self.task.to_json(self.task.merge(states))

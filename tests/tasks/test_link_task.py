@@ -206,3 +206,24 @@ def test_eval_pairs_split_by_owner_cover_the_split_once() -> None:
 class _FakePart:
     def __init__(self, p: int, lo: int, hi: int) -> None:
         self.part_id, self.start, self.stop = p, lo, hi
+
+
+# --- losses --------------------------------------------------------------------------------
+
+def test_bce_and_bpr_losses_pair_each_negative_with_its_positive() -> None:
+    task, part = loaded(n=120, num_negatives=2)
+    b = task.epoch_batches(part, 1, seed=0, epoch=0, rank=0, shuffle=False)[0]
+    target = torch.from_numpy(task.targets(part, b))
+    out = torch.randn(b.nodes.size, 8, dtype=torch.float64)
+    s = (out[target[:, 0]] * out[target[:, 1]]).sum(-1)
+    label = target[:, 2].double()
+    bce = -(label * torch.log(torch.sigmoid(s)) + (1 - label) * torch.log(1 - torch.sigmoid(s))).sum()
+    torch.testing.assert_close(task.loss(out, target), bce)
+    assert task.num_examples(target) == target.shape[0]
+    bpr_task = LinkPrediction(loss="bpr", num_negatives=2, hits_k=5)
+    n_pos = int((target[:, 2] == 1).sum())
+    # negatives 2i and 2i+1 belong to positive i (group column)
+    s_pos, s_neg = s[:n_pos], s[n_pos:].reshape(n_pos, 2)
+    want = -torch.log(torch.sigmoid(s_pos[:, None] - s_neg)).sum()
+    torch.testing.assert_close(bpr_task.loss(out, target), want)
+    assert bpr_task.num_examples(target) == 2 * n_pos

@@ -377,14 +377,6 @@ class RunConfig(_Frozen):
         return self
 
     @model_validator(mode="after")
-    def _link_eval(self) -> RunConfig:
-        if self.task.kind == "link" and self.train.eval == "full" and self.cluster.workers > 1:
-            raise ValueError("task.kind='link' with cluster.workers > 1 evaluates with sampled "
-                             "neighbourhoods: set train.eval=sampled (exact with sampler.fanouts "
-                             "all -1); train.eval='full' is allowed on one worker only")
-        return self
-
-    @model_validator(mode="after")
     def _one_part_per_worker(self) -> RunConfig:
         if self.partition.parts != self.cluster.workers:
             raise ValueError(

@@ -183,9 +183,22 @@ class Task(ABC):
     def metrics(self, state: MetricState) -> dict[str, float]:
         """Figures from a merged state (e.g. ``{"acc": 0.81}``); NaN where undefined."""
 
+    def eval_rows(self, part: Part, split: str) -> np.ndarray:
+        """Global ids of other parts' nodes whose final rows :meth:`eval_state` needs (a
+        link task's remote endpoints); the evaluator fetches them from their owners."""
+        return np.empty(0, dtype=np.int64)
+
+    def extra_rows(self, part: Part) -> np.ndarray:
+        """The rows after the owned ones in :meth:`eval_state`'s ``outputs``: the sorted
+        distinct ids :meth:`eval_rows` names over every split that this part does not own."""
+        ids = np.unique(np.concatenate([np.asarray(self.eval_rows(part, s), dtype=np.int64)
+                                        for s in SPLITS]))
+        return ids[(ids < part.start) | (ids >= part.stop)]
+
     def eval_state(self, part: Part, outputs: Tensor, split: str) -> MetricState:
         """The metric state of ``split`` from the final outputs of every node this part
-        owns (row ``i`` = local node ``i``), as layer-wise inference produces them."""
+        owns (row ``i`` = local node ``i``), as layer-wise inference produces them, followed
+        by the rows of :meth:`extra_rows` (none unless :meth:`eval_rows` asks for some)."""
         ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
         local = torch.from_numpy(ids - part.start)
         target = torch.from_numpy(self.targets(part, SeedBatch(ids)))

@@ -29,13 +29,15 @@ applied to ``h_u * h_v`` (:func:`with_mlp_decoder` builds one; any model with a
 trains and all-reduces with it). Losses: ``bce`` (binary cross-entropy on every pair,
 summed) or ``bpr`` (``-log sigmoid(s_pos - s_neg)`` per negative, summed).
 
-**Evaluation** is sampled (``train.eval: sampled``; exact with ``sampler.fanouts`` all
-``-1``): a worker scores the validation/test pairs whose destination it owns, in batches
-whose seeds are the pairs' endpoints, so remote endpoints come through the ordinary
-distributed sampler and feature path. The validation/test pairs travel inside this task
-object to every worker (each keeps the ones it owns); they are O(eval pairs), the
-training edges are never copied. Layer-wise evaluation works on one worker only (see
-:meth:`eval_state`). Metrics (:mod:`gnntrain.tasks.ranking`): ``hits`` (Hits@``hits_k``,
+**Evaluation**: a worker scores the validation/test pairs whose destination it owns.
+Layer-wise (``train.eval: full``): every node's final row is computed once over all its
+in-neighbours; the rows of remote sources are fetched from their owners after the last
+layer (:meth:`eval_rows`, one request per owner, the ``hidden`` path of layer-wise
+inference). Sampled (``train.eval: sampled``; exact with ``sampler.fanouts`` all ``-1``):
+batches seeded with the pairs' endpoints. The validation/test pairs travel inside this
+task object to every worker (each keeps the ones it owns); they are O(eval pairs), the
+training edges are never copied. A ``mlp`` decoder scores sampled evaluation only (the
+layer-wise scoring sees the rows, not the model). Metrics (:mod:`gnntrain.tasks.ranking`): ``hits`` (Hits@``hits_k``,
 the headline), ``mrr``, ``auc``; training batches report ``pair_acc``.
 """
 
@@ -305,7 +307,10 @@ class LinkPrediction(Task):
         h = out[target[:, 0]] * out[target[:, 1]]
         if self.decoder == "dot":
             return h.sum(-1)
-        dec = getattr(model, "decoder", None) if model is not None else None
+        if model is None:
+            raise ValueError("task.options.decoder='mlp' scores with the model's decoder, which "
+                             "layer-wise evaluation does not see: set train.eval=sampled")
+        dec = getattr(model, "decoder", None)
         if not callable(dec):
             raise ValueError("task.options.decoder='mlp' needs a model with a `decoder` module "
                              "(model.arch: gnntrain.tasks.link:with_mlp_decoder, or your own "
@@ -346,19 +351,25 @@ class LinkPrediction(Task):
     def metric_state(self, out: Tensor, target: Tensor) -> MetricState:
         return self._score_state(self.score(None, out, target), target)
 
+    def eval_rows(self, part: Part, split: str) -> np.ndarray:
+        if split == "train":
+            return np.empty(0, np.int64)
+        pos, neg = self._owned_pairs(part, split)
+        return np.concatenate([pos[:, 0], neg[:, 0]])
+
     def eval_state(self, part: Part, outputs: Tensor, split: str) -> MetricState:
-        """Layer-wise: only where this part owns both endpoints of every pair (one worker);
-        a partitioned graph is evaluated sampled (``train.eval: sampled``)."""
+        """Layer-wise: the owned pairs scored from the final rows of their endpoints (the
+        remote sources' rows follow the owned ones, :meth:`Task.extra_rows`)."""
         if split == "train":
             return {}
         pos, neg = self._owned_pairs(part, split)
         pairs = np.concatenate([pos, neg])
-        if pairs.size and (pairs.min() < part.start or pairs.max() >= part.stop):
-            raise ValueError("task.kind=link evaluates a partitioned graph with sampled "
-                             "neighbourhoods: set train.eval=sampled (exact with sampler.fanouts "
-                             "all -1)")
-        target = torch.from_numpy(np.stack([pairs[:, 0] - part.start, pairs[:, 1] - part.start,
-                                            np.r_[np.ones(len(pos), np.int64), np.zeros(len(neg), np.int64)],
+        extra = self.extra_rows(part)
+        owned = (pairs >= part.start) & (pairs < part.stop)
+        rows = np.where(owned, pairs - part.start,
+                        part.num_owned + np.searchsorted(extra, pairs)).astype(np.int64)
+        label = np.r_[np.ones(len(pos), np.int64), np.zeros(len(neg), np.int64)]
+        target = torch.from_numpy(np.stack([rows[:, 0], rows[:, 1], label,
                                             np.full(len(pairs), -1)], 1).astype(np.int64))
         return self.metric_state(outputs, target)
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gnntrain.models import build_model
+from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from tests.conftest import make_graph
 from tests.runtime.helpers import final_params, final_state, tiny_cfg
@@ -40,3 +41,21 @@ def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Pat
     fs, fd = single["final"], dist["final"]
     assert fd["val_hits"] == pytest.approx(fs["val_hits"], abs=1e-9)
     assert fd["test_hits"] == pytest.approx(fs["test_hits"], abs=1e-9)
+
+
+def test_layerwise_evaluation_on_two_workers_equals_single_process(ray_local: None,
+                                                                   tmp_path: Path) -> None:
+    """train.eval=full: each worker scores the pairs whose destination it owns from the
+    final rows; remote sources' rows come from their owners after the last layer."""
+    g = make_graph(240, seed=3)
+    common = [*LINK, "train.eval=full"]
+    single = run_training(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), single_process=True,
+                          graph=g, progress=False)
+    dist = run_training(tiny_cfg(tmp_path, *common, workers=2, fanouts="[-1,-1]"), graph=g,
+                        progress=False)
+    rs, rd = (RunDir(Path(s["run_dir"])).metrics()[-1] for s in (single, dist))
+    assert rd["eval_mode"] == "full"
+    for key in ("val_auc", "test_auc", "val_mrr", "test_mrr"):
+        assert rd[key] == pytest.approx(rs[key], abs=1e-6), key
+    assert abs(rd["test_hits"] - rs["test_hits"]) < 0.02
+    assert rd["eval_comm"]["by_category"]["eval"] > 0  # rows really crossed workers

@@ -36,9 +36,9 @@ from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
     "DATA_ENV", "CacheConfig", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
-    "FaultConfig", "HeterophilousDataset", "LoadedDataset", "ModelConfig", "NodeEmbeddingConfig", "NpzDataset",
-    "OgbDataset",
-    "PartitionConfig", "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
+    "FaultConfig", "HeterophilousDataset", "LightGcnDataset", "LoadedDataset", "ModelConfig",
+    "NodeEmbeddingConfig", "NpzDataset", "OgbDataset", "OgblDataset", "PartitionConfig",
+    "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
     "SyntheticDataset", "TaskConfig", "TrainConfig", "data_root", "load_config", "parse_dataset",
 ]
 
@@ -192,6 +192,8 @@ class CsvDataset(LoadedDataset):
     label_column: str | int | None = Field(None, description="labels: label column (default last)")
     num_nodes: int | None = Field(None, ge=1, description="node count; default max id + 1")
     relabel: bool = Field(False, description="renumber arbitrary integer ids densely")
+    header: bool | None = Field(None, description="edges: the first line is a header "
+                                "(true), is not (false), or detect it (None)")
 
     @model_validator(mode="after")
     def _edges_and_delimiter(self) -> CsvDataset:
@@ -201,6 +203,26 @@ class CsvDataset(LoadedDataset):
             raise ValueError(f"delimiter={self.delimiter!r}: give one character, e.g. ',' "
                              "or '\\t'")
         return self
+
+
+class OgblDataset(LoadedDataset):
+    """An OGB link-property folder (``gnntrain/data/link.py``): training edges in ``raw/``,
+    validation and test positives and negatives in ``split/<name>/*.pt``; ``split`` names
+    the folder. For ``task.kind: link``; other tasks train on its message-passing graph."""
+
+    named_splits: ClassVar[bool] = True
+    source: Literal["ogbl"] = "ogbl"
+    path: str = Field(description=_PATH_DOC)
+
+
+class LightGcnDataset(LoadedDataset):
+    """LightGCN user-item files ``{train,valid,test}.txt`` (``gnntrain/data/link.py``):
+    a bipartite graph, items numbered after users."""
+
+    source: Literal["lightgcn"] = "lightgcn"
+    path: str = Field(description=_PATH_DOC)
+    eval_negatives: int = Field(1, ge=1, description="random non-interacted items per "
+                                "validation/test interaction")
 
 
 class SyntheticDataset(_DatasetBase):
@@ -312,8 +334,8 @@ __all__ += ["HETERO_SOURCES", "HeteroDirDataset", "OgbMagDataset", "SyntheticHet
 
 
 DatasetConfig = Annotated[
-    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset
-    | HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset,
+    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | OgblDataset
+    | LightGcnDataset | SyntheticDataset | HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per
 ``source``, each with only its own fields (a key of another source is refused with its
@@ -410,14 +432,15 @@ class ModelConfig(_Frozen):
         return e.dim
 
 
-BUILTIN_TASKS = ("node_classification",)
+BUILTIN_TASKS = ("node_classification", "link")
 
 
 class TaskConfig(_Frozen):
     """The learning problem (:mod:`gnntrain.tasks`): a built-in ``kind`` or a user task
     ``package.module:factory``, made with ``options`` as keyword arguments."""
 
-    kind: str = Field("node_classification", description="node_classification | package.module:factory")
+    kind: str = Field("node_classification",
+                      description="node_classification | link | package.module:factory")
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the "
                                     "task, e.g. {label_smoothing: 0.1}")
 

@@ -145,7 +145,7 @@ class BatchPipeline:
         if seeds.empty:
             return Prepared(None, 0.0, 0.0, 0, 0)
         t0 = time.perf_counter()
-        sb: SampledBatch = self.sampler.sample(seeds.nodes, self.keys[i])
+        sb: SampledBatch = self.sampler.sample(seeds.nodes, self.keys[i], seeds.exclude)
         t1 = time.perf_counter()
         x = self.reader.read(sb.input_nodes)
         deg = self.reader.degrees(sb.input_nodes).astype(np.float32) if self.need_deg else None

@@ -180,12 +180,10 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
 
     pset: PartitionSet | None = None
     if single_process:
-        from gnntrain.data import load_dataset
-
-        graph = graph if graph is not None else load_dataset(cfg.dataset)
+        graph = task.load_graph(cfg.dataset, graph)  # the graph the run trained on
         in_dim, num_classes = graph.num_features, graph.num_classes
     else:
-        pset = _partition_set(run, cfg, graph)
+        pset = _partition_set(run, cfg, graph, task)
         graph = None
         in_dim, num_classes = pset.num_features, pset.num_classes
     num_layers = _check_model(spec, cfg, task, cfg.model.input_dim(in_dim), num_classes, ckpt["model"])
@@ -280,7 +278,7 @@ def _check_out(out: Path, force: bool) -> None:
                            "(no manifest.json); --force only replaces earlier predictions")
 
 
-def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None) -> PartitionSet:
+def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None, task: Task) -> PartitionSet:
     """The set the run trained on: the path ``partition.json`` records, else the stored
     set ``build_partition_set`` finds again for the run's dataset and settings."""
     from partition import PartitionError, build_partition_set, open_partition_set
@@ -295,10 +293,7 @@ def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None) -> Partitio
             except PartitionError:
                 pset = None
     if pset is None:
-        from gnntrain.data import load_dataset
-
-        pset = build_partition_set(graph if graph is not None else load_dataset(cfg.dataset),
-                                   cfg.partition)
+        pset = build_partition_set(task.load_graph(cfg.dataset, graph), cfg.partition)
     if pset.num_parts != cfg.cluster.workers:
         raise PredictError(f"partition set {pset.path} has {pset.num_parts} parts but the run's "
                            f"cluster.workers={cfg.cluster.workers}; they must be equal")

@@ -109,9 +109,16 @@ class NeighborSampler:
             self._tls.scratch = s
         return s
 
-    def sample(self, seeds: np.ndarray, key: int) -> SampledBatch:
-        """Sample the blocks around ``seeds`` (unique global ids); same key, same batch."""
+    def sample(self, seeds: np.ndarray, key: int, exclude: np.ndarray | None = None) -> SampledBatch:
+        """Sample the blocks around ``seeds`` (unique global ids); same key, same batch.
+
+        ``exclude`` (int64 ``[M, 2]`` global ``(src, dst)`` pairs) are edges no block may
+        hold: each hop drops the sampled edges ``src -> dst`` it lists, after sampling (so
+        the draw, and determinism, are unchanged; a node may get fewer than ``fanout``
+        neighbours, as with DGL's ``exclude``). Give both directions to exclude both.
+        """
         seeds = check_ids(seeds, 0, self.num_nodes, "seeds").copy()
+        banned = self._edge_keys(exclude)
         sc = self._scratch()
         sc.reserve(0, seeds.size)
         if sc.dense:
@@ -133,6 +140,8 @@ class NeighborSampler:
                 counts = np.ascontiguousarray(nb.counts, dtype=np.int64)
                 nbrs = np.ascontiguousarray(nb.nbrs, dtype=np.int64)
                 self._check_neighbors(counts, nbrs, n_dst)
+                if banned is not None and nbrs.size:
+                    counts, nbrs = self._drop(banned, sc.nodes[:n_dst], counts, nbrs)
                 sc.reserve(n_nodes, min(nbrs.size, self.num_nodes - n_nodes))
                 if sc.dense:
                     ei, nn = K.relabel_dense(nbrs, counts, sc.local, sc.nodes, np.int64(n_nodes))
@@ -151,6 +160,28 @@ class NeighborSampler:
         blocks.reverse()
         return SampledBatch(seeds=seeds, input_nodes=input_nodes, blocks=blocks,
                             num_sampled_edges=total)
+
+    def _edge_keys(self, exclude: np.ndarray | None) -> np.ndarray | None:
+        """Sorted keys ``dst * N + src`` of the excluded edges (None when there are none)."""
+        if exclude is None or np.asarray(exclude).size == 0:
+            return None
+        ex = np.asarray(exclude)
+        if ex.ndim != 2 or ex.shape[1] != 2:
+            raise SamplerError(f"exclude: expected [M, 2] (src, dst) pairs, got shape {ex.shape}")
+        ex = check_ids(ex.reshape(-1), 0, self.num_nodes, "exclude").reshape(-1, 2)
+        return np.sort(ex[:, 1] * np.int64(self.num_nodes) + ex[:, 0])
+
+    def _drop(self, banned: np.ndarray, dst_nodes: np.ndarray, counts: np.ndarray,
+              nbrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The sampled neighbours without the edges whose key is in ``banned``."""
+        row = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+        key = dst_nodes[row] * np.int64(self.num_nodes) + nbrs
+        pos = np.minimum(np.searchsorted(banned, key), banned.size - 1)
+        keep = banned[pos] != key
+        if keep.all():
+            return counts, nbrs
+        return (np.bincount(row[keep], minlength=counts.size).astype(np.int64),
+                np.ascontiguousarray(nbrs[keep]))
 
     def _check_neighbors(self, counts: np.ndarray, nbrs: np.ndarray, n_dst: int) -> None:
         """A source's answer must match its question (ids are then fed to unchecked kernels)."""

@@ -134,7 +134,7 @@ def test_layers_must_match_fanouts() -> None:
     ({"source": "csv"}, r"dataset: source='csv' needs 'path' \(or 'edges'\)"),
     ({"source": "npz"}, r"dataset\.path: required for source='npz', but missing"),
     ({"source": "parquet", "path": "a"}, r"dataset\.source: got 'parquet'; expected one of "
-                                         r"planetoid, npz, heterophilous, ogb, csv, synthetic"),
+                                         r"planetoid, npz, heterophilous, ogb, csv, ogbl, lightgcn, synthetic"),
     ({}, r"dataset\.source: missing; expected one of planetoid"),
     ({"source": "npz", "path": "a.npz", "train_frac": 0.7, "val_frac": 0.4},
      r"train_frac=0\.7 \+ val_frac=0\.4 = 1\.1 > 1"),

@@ -3,7 +3,9 @@
 Files (paths relative to the data root; ``.gz`` is gunzipped on the fly)::
 
     edges     one edge "src<sep>dst" per line; <sep> is ',', ';', tab or spaces;
-              optional header; '#' comment lines (SNAP) skipped; extra columns ignored
+              optional header (detected, or forced by dataset.header: a numeric
+              "nodes edges" first line is one); '#' comment lines (SNAP) skipped; extra
+              columns (weights, '{}') ignored whatever they hold
     labels    either one label per line (line i = node i), or a table with a node-id
               column and a label column: dataset.id_column (default: first) and
               dataset.label_column (default: last), by header name or 0-based index.
@@ -57,17 +59,15 @@ class Features:
 def load_edgelist(*, edges: Path, graph_name: str, labels: Path | None = None,
                   features: Path | None = None, delimiter: str | None = None,
                   id_column: str | int | None = None, label_column: str | int | None = None,
-                  num_nodes: int | None = None, relabel: bool = False) -> RawGraph:
+                  num_nodes: int | None = None, relabel: bool = False,
+                  header: bool | None = None) -> RawGraph:
     """Read an edge list and its optional label/feature files (see module doc)."""
     require_file(edges, "csv edges file", EDGES_LAYOUT)
     if labels is not None:
         require_file(labels, "csv labels file", "one label per line, or id and label columns")
     if features is not None:
         require_file(features, "csv features file", ".npy, .json bag, or a text table")
-    table = read_table(edges, kind="int", delimiter=delimiter)
-    if table.values.shape[1] < 2:
-        raise DataError(f"{edges}: records have {table.values.shape[1]} field(s); an edge "
-                        "list needs two columns, src and dst")
+    table = read_table(edges, kind="int", delimiter=delimiter, header=header, usecols=2)
     src, dst = table.values[:, 0], table.values[:, 1]
     lab = _read_labels(labels, delimiter, id_column, label_column) if labels else None
     feat = _read_features(features, delimiter) if features else None

@@ -19,9 +19,11 @@ from gnntrain.config import (
     DatasetConfig,
     HeteroDirDataset,
     HeterophilousDataset,
+    LightGcnDataset,
     LoadedDataset,
     NpzDataset,
     OgbDataset,
+    OgblDataset,
     OgbMagDataset,
     PlanetoidDataset,
     SyntheticHeteroDataset,
@@ -66,6 +68,11 @@ def load_dataset(cfg: DatasetConfig) -> Graph:
         from gnntrain.data.synthetic import generate
 
         return generate(cfg.synthetic, name=cfg.name)
+    if isinstance(cfg, OgblDataset | LightGcnDataset):  # link sources: the training edges
+        from gnntrain.data.link import load_split, message_passing_graph
+
+        return message_passing_graph(load_split(cfg), cfg.name, feature_fallback=cfg.feature_fallback,
+                                     fallback_dim=cfg.fallback_dim)
     try:
         raw = _read(cfg)
     except DataError as e:
@@ -89,7 +96,7 @@ def _read(cfg: LoadedDataset) -> RawGraph:
             labels=resolve_path(cfg.labels, field="dataset.labels") if cfg.labels else None,
             features=resolve_path(cfg.features, field="dataset.features") if cfg.features else None,
             delimiter=cfg.delimiter, id_column=cfg.id_column, label_column=cfg.label_column,
-            num_nodes=cfg.num_nodes, relabel=cfg.relabel)
+            num_nodes=cfg.num_nodes, relabel=cfg.relabel, header=cfg.header)
     assert isinstance(cfg, PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset)
     path = resolve_path(cfg.path)
     if isinstance(cfg, PlanetoidDataset):

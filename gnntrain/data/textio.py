@@ -123,12 +123,14 @@ def _first_records(data: bytes, comment: str, count: int) -> list[tuple[int, int
 def read_table(path: Path, *, kind: Literal["int", "float"],
                dtype: type | None = None, delimiter: str | None = None,
                header: bool | None = None, comment: str = "#",
-               ncols: int | None = None) -> Table:
+               ncols: int | None = None, usecols: int | None = None) -> Table:
     """Parse a numeric text file into a ``[rows, cols]`` array.
 
     ``kind="int"`` gives int64 and rejects fractional fields; ``kind="float"`` gives
     ``dtype`` (float32 by default). ``header=None`` detects a header line; ``ncols``
-    (if given) is the column count every record must have.
+    (if given) is the column count every record must have. ``usecols=c`` reads only the
+    first ``c`` fields of every record and skips the rest of its line, whatever it holds
+    (SNAP dumps with a weight or ``{}`` column); every record needs at least ``c`` fields.
     """
     data = read_bytes(path)
     first = _first_records(data, comment, 2)
@@ -136,7 +138,7 @@ def read_table(path: Path, *, kind: Literal["int", "float"],
     if not first:
         return Table(path=path, header=None, values=np.empty((0, ncols or 0), dtype=out_dtype))
     code = _delimiter_code(delimiter, first[0][2])
-    toks = _split(first[0][2], code)
+    toks = _split(first[0][2], code)[:usecols]
     has_header = (not all(_is_number(t) for t in toks)) if header is None else header
     names = toks if has_header else None
     start, line0 = (first[0][0], first[0][1])
@@ -145,13 +147,13 @@ def read_table(path: Path, *, kind: Literal["int", "float"],
             return Table(path=path, header=names,
                          values=np.empty((0, ncols or len(toks)), dtype=out_dtype))
         start, line0 = first[1][0], first[1][1]
-        toks = _split(first[1][2], code)
-    width = len(toks) if ncols is None else ncols
+        toks = _split(first[1][2], code)[:usecols]
+    width = usecols or (len(toks) if ncols is None else ncols)
     cap = data.count(b"\n", start) + 1
     out = np.empty(cap * width, dtype=out_dtype)
     buf = np.frombuffer(data, dtype=np.uint8)
     rows, status, line, pos = _parse(buf, start, code, ord(comment[0]), width, out,
-                                     kind == "int", line0)
+                                     kind == "int", line0, usecols is not None)
     if status != _OK:
         _raise_parse_error(path, data, status, line, pos, width, kind)
     return Table(path=path, header=names, values=out[: rows * width].reshape(rows, width))
@@ -298,8 +300,10 @@ def _number(buf: np.ndarray, p: int, n: int, delim: int,
 
 @numba.njit(cache=True, nogil=True)
 def _parse(buf: np.ndarray, pos: int, delim: int, comment: int, ncols: int,
-           out: np.ndarray, want_int: bool, line0: int) -> tuple[int, int, int, int]:
-    """Parse records from ``pos`` into flat ``out``: (rows, status, line, byte offset)."""
+           out: np.ndarray, want_int: bool, line0: int,
+           skip_rest: bool = False) -> tuple[int, int, int, int]:
+    """Parse records from ``pos`` into flat ``out``: (rows, status, line, byte offset);
+    ``skip_rest`` ignores whatever follows a record's first ``ncols`` fields."""
     n = buf.shape[0]
     row = 0
     line = line0
@@ -331,6 +335,10 @@ def _parse(buf: np.ndarray, pos: int, delim: int, comment: int, ncols: int,
             while p < n and _is_space(buf[p], delim):
                 p += 1
             if p >= n or buf[p] == 10:
+                break
+            if skip_rest and col == ncols:
+                while p < n and buf[p] != 10:
+                    p += 1
                 break
             if buf[p] != delim and delim != _WHITESPACE:
                 return row, _BAD_TOKEN, line, p

@@ -24,11 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 
 from gnntrain.checkpoint import load_latest
 from gnntrain.config import RunConfig
-from gnntrain.data import load_dataset
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
@@ -60,7 +60,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         from gnntrain.runtime.cluster import check_address
 
         check_address(cfg.cluster)  # an unreachable cluster fails now, before any work
-    graph = graph if graph is not None else load_dataset(cfg.dataset)
+    graph = task.load_graph(cfg.dataset, graph)
     console.print(f"loaded {graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
                   f"{graph.num_features} features, {graph.num_classes} classes")
     # the model is built once here, so a factory that fails does so before Ray starts
@@ -99,6 +99,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
 
             workers = cfg.cluster.workers
             pset = build_partition_set(graph, cfg.partition)
+            task = task.placed(pset.new_ids(np.arange(pset.num_nodes)))
             if pset.reused:  # a set written by this call was checksummed as it was written
                 pset.check_files(verify=True)
             report = quality_report(graph, pset.assignment(), fanouts=list(cfg.sampler.fanouts),

@@ -91,11 +91,26 @@ class Evaluator:
         return np.ascontiguousarray(self.hidden[layer][ids - self.access.start])
 
     def results(self) -> dict[str, Any]:
-        """The task's metric state per split from the last layer's outputs; frees them."""
+        """The task's metric state per split from the last layer's outputs (plus the rows
+        of other parts' nodes the task asks for, :meth:`Task.extra_rows`, one request per
+        owner); frees the inner layers. The last stays until the next :meth:`begin`, since
+        peers may still be reading it for their own results."""
+        a = self.access
         out_layer = max(self.hidden)
-        outputs = torch.from_numpy(self.hidden[out_layer])
-        res = {s: self.task.to_json(self.task.eval_state(self.access.part, outputs, s)) for s in SPLITS}
-        self._release()
+        outputs = self.hidden[out_layer]
+        extra = self.task.extra_rows(a.part)
+        if extra.size:
+            bounds = a.book.split_sorted(extra)
+            requests = {q: extra[bounds[q]:bounds[q + 1]] for q in range(a.book.num_parts)
+                        if bounds[q + 1] > bounds[q]}
+            for o, req in requests.items():
+                a.comm.add("eval", o, wire_bytes("hidden", req, out_layer, a.rank))
+            replies = a.peers.hidden(requests, out_layer)
+            outputs = np.concatenate([outputs, *[replies[o] for o in sorted(requests)]])
+        res = {s: self.task.to_json(self.task.eval_state(a.part, torch.from_numpy(outputs), s))
+               for s in SPLITS}
+        self.hidden = {out_layer: self.hidden[out_layer]}
+        a.progress.set("idle")
         return res
 
     def _release(self) -> None:
@@ -154,7 +169,7 @@ class Evaluator:
                     if a.embedding is not None:
                         assert item.input_nodes is not None
                         b, _ = a.embedding.attach(b, item.input_nodes, grad=False)
-                    states.append(self.task.metric_state(self.model(b.blocks, b.x), b.y))
+                    states.append(self.task.eval_step(self.model, b))
             finally:
                 pipe.close()
             out[split] = self.task.to_json(self.task.merge(states))

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task
+from gnntrain.tasks.link import LinkPrediction
 from gnntrain.tasks.node import NodeClassification
 
-BUILTIN: dict[str, type[Task]] = {NodeClassification.name: NodeClassification}
+BUILTIN: dict[str, type[Task]] = {NodeClassification.name: NodeClassification,
+                                  LinkPrediction.name: LinkPrediction}
 """``task.kind`` names of the built-in tasks."""
 
 
@@ -20,6 +22,8 @@ def build_task(kind: str, options: dict[str, Any] | None = None) -> Task:
     factory = BUILTIN.get(kind) or import_object(kind, "task.kind")
     try:
         task = factory(**(options or {}))
+    except ValueError as e:  # an option's value: the task names it
+        raise ConfigError(str(e)) from None
     except TypeError as e:
         raise ConfigError(f"task.options={options!r}: {kind} does not take them ({e})") from None
     if not isinstance(task, Task):
@@ -27,5 +31,5 @@ def build_task(kind: str, options: dict[str, Any] | None = None) -> Task:
     return task
 
 
-__all__ = ["BUILTIN", "SPLITS", "MetricState", "NodeClassification", "SeedBatch", "StepOutput",
+__all__ = ["BUILTIN", "SPLITS", "LinkPrediction", "MetricState", "NodeClassification", "SeedBatch", "StepOutput",
            "Task", "build_task"]

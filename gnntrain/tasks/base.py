@@ -58,7 +58,9 @@ import torch
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
+    from gnntrain.config import DatasetConfig
     from partition import Part
+    from partition.graph import Graph
     from samplers.batch import PreparedBatch
 
 MetricState = dict[str, np.ndarray]
@@ -70,10 +72,13 @@ SPLITS = ("train", "val", "test")
 @dataclass
 class SeedBatch:
     """One step's seeds: ``nodes`` (unique global ids the sampler expands; the model's
-    output rows follow their order) and task-defined arrays in ``payload``."""
+    output rows follow their order), task-defined arrays in ``payload``, and ``exclude``:
+    int64 ``[M, 2]`` global ``(src, dst)`` edges the sampler keeps out of this batch's
+    blocks (a link task's target edges), or None."""
 
     nodes: np.ndarray
     payload: dict[str, np.ndarray] = field(default_factory=dict)
+    exclude: np.ndarray | None = None
 
     @property
     def empty(self) -> bool:
@@ -101,6 +106,22 @@ class Task(ABC):
     @abstractmethod
     def out_dim(self, num_classes: int, hidden: int) -> int:
         """Width of the model's output rows."""
+
+    def load_graph(self, dataset: DatasetConfig, graph: Graph | None = None) -> Graph:
+        """The graph message passing runs on: ``graph`` if given, else the one ``dataset``
+        loads. A task whose examples are not nodes (link prediction) takes its held-out
+        examples out of the graph here and keeps them."""
+        if graph is not None:
+            return graph
+        from gnntrain.data import load_dataset
+
+        return load_dataset(dataset)
+
+    def placed(self, new_ids: np.ndarray) -> Task:
+        """This task for the partitioned graph, where graph node ``v`` became
+        ``new_ids[v]`` (the partition set's renumbering); called once, before the workers
+        start. The default keeps nothing in graph ids and returns ``self``."""
+        return self
 
     @abstractmethod
     def num_train_examples(self, part: Part) -> int:
@@ -140,6 +161,11 @@ class Task(ABC):
         return StepOutput(self.loss(out, batch.y), self.num_examples(batch.y),
                           self.metric_state(out.detach(), batch.y))
 
+    def eval_step(self, model: nn.Module, batch: PreparedBatch) -> MetricState:
+        """The metric state of one sampled evaluation batch (the hook for a task whose
+        scoring needs more of the model than its outputs, e.g. a learned decoder)."""
+        return self.metric_state(model(batch.blocks, batch.x), batch.y)
+
     @abstractmethod
     def metric_state(self, out: Tensor, target: Tensor) -> MetricState:
         """Sufficient statistics of the metrics on one batch (merged with :meth:`merge`)."""
@@ -157,9 +183,22 @@ class Task(ABC):
     def metrics(self, state: MetricState) -> dict[str, float]:
         """Figures from a merged state (e.g. ``{"acc": 0.81}``); NaN where undefined."""
 
+    def eval_rows(self, part: Part, split: str) -> np.ndarray:
+        """Global ids of other parts' nodes whose final rows :meth:`eval_state` needs (a
+        link task's remote endpoints); the evaluator fetches them from their owners."""
+        return np.empty(0, dtype=np.int64)
+
+    def extra_rows(self, part: Part) -> np.ndarray:
+        """The rows after the owned ones in :meth:`eval_state`'s ``outputs``: the sorted
+        distinct ids :meth:`eval_rows` names over every split that this part does not own."""
+        ids = np.unique(np.concatenate([np.asarray(self.eval_rows(part, s), dtype=np.int64)
+                                        for s in SPLITS]))
+        return ids[(ids < part.start) | (ids >= part.stop)]
+
     def eval_state(self, part: Part, outputs: Tensor, split: str) -> MetricState:
         """The metric state of ``split`` from the final outputs of every node this part
-        owns (row ``i`` = local node ``i``), as layer-wise inference produces them."""
+        owns (row ``i`` = local node ``i``), as layer-wise inference produces them, followed
+        by the rows of :meth:`extra_rows` (none unless :meth:`eval_rows` asks for some)."""
         ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
         local = torch.from_numpy(ids - part.start)
         target = torch.from_numpy(self.targets(part, SeedBatch(ids)))

@@ -342,7 +342,7 @@ DatasetConfig = Annotated[
 path). Build one from a mapping with :func:`parse_dataset`."""
 
 
-BUILTIN_ARCHS = ("sage", "gcn", "gat")
+BUILTIN_ARCHS = ("sage", "gcn", "gat", "rgcn")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
@@ -403,7 +403,8 @@ class ModelConfig(_Frozen):
     ``node_embedding`` adds a learnable row per node to the input (``in_dim`` then counts
     it, see :meth:`input_dim`)."""
 
-    arch: str = Field("sage", description="sage | gcn | gat | package.module:factory")
+    arch: str = Field("sage", description="sage | gcn | gat | rgcn (typed graphs; options "
+                      "node_types, bases) | package.module:factory")
     hidden: int = Field(256, ge=1)
     layers: int = Field(3, ge=1)
     dropout: float = Field(0.5, ge=0.0, lt=1.0)

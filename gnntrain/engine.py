@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnntrain.models import flat_grads, set_flat_grads
+from gnntrain.models import BlockNeeds, flat_grads, set_flat_grads
 from gnntrain.tasks import MetricState, SeedBatch, Task
 from samplers import Block, NeighborSampler, PreparedBatch, SampledBatch, prepare
 
@@ -36,11 +36,13 @@ def no_allreduce(t: Tensor) -> Tensor:
 
 
 class FeatureReader(Protocol):
-    """Reads feature rows (and graph in-degrees) of global node ids."""
+    """Reads feature rows (and graph in-degrees and node types) of global node ids."""
 
     def read(self, ids: np.ndarray) -> np.ndarray: ...
 
     def degrees(self, ids: np.ndarray) -> np.ndarray: ...
+
+    def node_types(self, ids: np.ndarray) -> np.ndarray: ...
 
 
 class InputTable(Protocol):
@@ -124,13 +126,13 @@ class BatchPipeline:
 
     def __init__(self, sampler: NeighborSampler, reader: FeatureReader,
                  targets: Callable[[SeedBatch], np.ndarray], batches: list[SeedBatch],
-                 keys: list[int], *, prefetch: int, need_deg: bool, pin: bool = False) -> None:
+                 keys: list[int], *, prefetch: int, needs: BlockNeeds, pin: bool = False) -> None:
         self.sampler = sampler
         self.reader = reader
         self.targets = targets
         self.batches = batches
         self.keys = keys
-        self.need_deg = need_deg
+        self.needs = needs
         self.pin = pin  # CUDA: page-locked host memory so the copy to the GPU is asynchronous
         self.wait_s = 0.0
         self._q: queue.Queue[Prepared | BaseException] = queue.Queue(maxsize=max(1, prefetch))
@@ -148,8 +150,9 @@ class BatchPipeline:
         sb: SampledBatch = self.sampler.sample(seeds.nodes, self.keys[i], seeds.exclude)
         t1 = time.perf_counter()
         x = self.reader.read(sb.input_nodes)
-        deg = self.reader.degrees(sb.input_nodes).astype(np.float32) if self.need_deg else None
-        pb = prepare(sb, x, self.targets(seeds), deg)
+        deg = self.reader.degrees(sb.input_nodes).astype(np.float32) if self.needs.degrees else None
+        types = self.reader.node_types(sb.input_nodes) if self.needs.node_types else None
+        pb = prepare(sb, x, self.targets(seeds), deg, types)
         if self.pin:
             pb = pb.pin_memory()
         t2 = time.perf_counter()
@@ -290,12 +293,14 @@ def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pi
 
 @torch.no_grad()
 def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.ndarray,
-                  local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192) -> Tensor:
+                  local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192,
+                  type_all: Tensor | None = None) -> Tensor:
     """Layer ``layer`` (the model's ``layer(i, block, h)``) for every destination row of a
     CSR, over all in-neighbours.
 
     ``h_all`` holds the previous layer's rows of every node the CSR names, in the same
-    local numbering as ``local_indices``; destination row ``r`` is local node ``r``
+    local numbering as ``local_indices`` (``deg_all`` / ``type_all`` their degrees and node
+    types when the model reads them); destination row ``r`` is local node ``r``
     (owned rows come first). Rows are processed in chunks, each one block whose dst nodes
     are the chunk's rows, to bound memory.
     """
@@ -316,7 +321,8 @@ def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.
         sel = torch.from_numpy(src_ids)
         block = Block(edge_index.to(device), int(src_ids.size), b - a,
                       torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device),
-                      deg_all[sel].to(device) if deg_all is not None else None)
+                      deg_all[sel].to(device) if deg_all is not None else None,
+                      type_all[sel].to(device) if type_all is not None else None)
         outs.append(layer_fn(layer, block, h_all[sel].to(device)).cpu())
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from gnntrain.config import ConfigError, RunConfig, load_config
 from gnntrain.engine import EpochStats, steps_per_epoch
-from gnntrain.models import needs_degrees
+from gnntrain.models import block_needs
 from gnntrain.report import fmt_bytes
 from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
@@ -49,7 +49,7 @@ def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
     emb = a.embedding
     add_io = a.io_counters()
     batches, keys = worker.trainer.epoch_plan(epoch, steps)
-    pipe = a.pipeline(worker.task, batches, keys, need_deg=needs_degrees(worker.model), prefetch=0)
+    pipe = a.pipeline(worker.task, batches, keys, needs=block_needs(worker.model), prefetch=0)
     stats = EpochStats(epoch=epoch)
     model = worker.model
     grad_bytes = 4 * (sum(p.numel() for p in model.parameters())
@@ -85,7 +85,7 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[
     parts = [pset.load_part(p) for p in range(k)]
     task = build_task(cfg_k.task.kind, dict(cfg_k.task.options))
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
-                          cfg_k.model.arch, task)
+                          cfg_k.model.arch, task, node_types=pset.node_types())
     for w in group.workers:
         if w.access.embedding is not None:
             w.access.embedding.shard.dry = True

@@ -28,9 +28,11 @@ from partition.errors import PartitionError
 from partition.format import (
     FORMAT_VERSION,
     FileEntry,
+    NodeTypeRanges,
     PartCounts,
     PartitionMeta,
     meta_digest,
+    unset_optional,
     write_npy,
 )
 from partition.graph import Graph, unique_sorted
@@ -191,7 +193,10 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
     write_meta(tmp, key=key, graph_name=graph.name, graph_hash=graph.content_hash(), cfg=cfg,
                num_nodes=graph.num_nodes, num_edges=graph.num_edges, num_features=graph.num_features,
                num_classes=graph.num_classes, feature_dtype=graph.x.dtype.name, offsets=ren.book.offsets,
-               counts=counts, files=w.files, steps=rec.steps)
+               counts=counts, files=w.files, steps=rec.steps,
+               node_types=NodeTypeRanges(names=list(graph.node_type_names),
+                                         offsets=list(graph.node_type_offsets))
+               if graph.node_type_offsets else None)
     if on_write is not None:
         on_write("meta.json")
 
@@ -199,7 +204,8 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
 def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: PartitionConfig,
                num_nodes: int, num_edges: int, num_features: int, num_classes: int,
                feature_dtype: str, offsets: np.ndarray, counts: list[PartCounts],
-               files: dict[str, FileEntry], steps: list[StepStat]) -> PartitionMeta:
+               files: dict[str, FileEntry], steps: list[StepStat],
+               node_types: NodeTypeRanges | None = None) -> PartitionMeta:
     """Write ``meta.json`` of a set whose array files are already in ``tmp``."""
     cut = sum(c.cut_edges for c in counts)
     meta = PartitionMeta(
@@ -209,9 +215,10 @@ def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: Pa
         feature_dtype=feature_dtype, offsets=np.asarray(offsets).tolist(), parts=counts,
         edge_cut=cut, edge_cut_fraction=cut / max(num_edges, 1), files=dict(sorted(files.items())),
         steps=steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
-        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)})
+        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)}, node_types=node_types)
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
-    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json", exclude=unset_optional(meta)),
+                                              indent=1) + "\n")
     return meta
 
 

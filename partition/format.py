@@ -74,7 +74,8 @@ from partition.paths import join_under
 from partition.steps import StepStat
 
 __all__ = [
-    "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "PartCounts", "PartitionMeta",
+    "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts",
+    "PartitionMeta",
     "file_sha256", "meta_digest", "read_npy", "write_npy",
 ]
 
@@ -110,6 +111,14 @@ class PartCounts(_Model):
     cut_edges: int
 
 
+class NodeTypeRanges(_Model):
+    """A typed graph made homogeneous: type ``names[t]`` is ORIGINAL ids
+    ``offsets[t]:offsets[t + 1]`` (absent from the meta of an untyped graph)."""
+
+    names: list[str]
+    offsets: list[int]
+
+
 class PartitionMeta(_Model):
     """``meta.json``: everything a reader needs before opening any array (see module docstring)."""
 
@@ -133,12 +142,19 @@ class PartitionMeta(_Model):
     steps: list[StepStat]
     created_utc: str
     library: dict[str, str]
+    node_types: NodeTypeRanges | None = None
     meta_sha256: str = ""
+
+
+def unset_optional(meta: BaseModel) -> set[str]:
+    """Optional fields left unset: neither written nor digested, so sets written before
+    such a field existed keep their digest."""
+    return {k for k in ("node_types",) if getattr(meta, k, 0) is None}
 
 
 def meta_digest(meta: BaseModel) -> str:
     """SHA-256 of the meta's JSON without ``meta_sha256`` (sorted keys, compact)."""
-    body = meta.model_dump(mode="json", exclude={"meta_sha256"})
+    body = meta.model_dump(mode="json", exclude={"meta_sha256", *unset_optional(meta)})
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -28,7 +28,11 @@ class GraphError(ValueError):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Graph:
-    """A homogeneous node-classification graph in CSR-of-in-neighbours form."""
+    """A node-classification graph in CSR-of-in-neighbours form.
+
+    A typed graph made homogeneous (:func:`gnntrain.data.hetero.to_training_graph`) keeps
+    its node types as contiguous id ranges: type ``node_type_names[t]`` is nodes
+    ``node_type_offsets[t]:node_type_offsets[t + 1]`` (empty for an untyped graph)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -39,6 +43,8 @@ class Graph:
     test_idx: np.ndarray
     num_classes: int
     name: str = "graph"
+    node_type_names: tuple[str, ...] = ()
+    node_type_offsets: tuple[int, ...] = ()
     _hash: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -52,6 +58,10 @@ class Graph:
     @property
     def num_features(self) -> int:
         return int(self.x.shape[1])
+
+    def node_types(self) -> np.ndarray | None:
+        """Type index of every node (int64 ``[N]``), None for an untyped graph."""
+        return node_types_of(np.arange(self.num_nodes), self.node_type_offsets)
 
     def in_degrees(self) -> np.ndarray:
         """In-degree of every node, int64 ``[N]``."""
@@ -86,6 +96,8 @@ class Graph:
                 h.update(str((a.dtype.str, a.shape)).encode())
                 h.update(memoryview(a.reshape(-1)).cast("B") if a.size else b"")  # type: ignore[arg-type]  # no copy
             h.update(str(self.num_classes).encode())
+            if self.node_type_offsets:  # typed: the ranges are part of the graph
+                h.update(repr((self.node_type_names, self.node_type_offsets)).encode())
             self._hash.append(h.hexdigest()[:16])
         return self._hash[0]
 
@@ -135,7 +147,22 @@ class Graph:
             seen[idx] = 1
         if self.train_idx.size == 0:
             raise GraphError("train_idx is empty: at least one training node is needed")
+        off = self.node_type_offsets
+        if off and (len(off) != len(self.node_type_names) + 1 or off[0] != 0 or off[-1] != n
+                    or any(b < a for a, b in zip(off, off[1:], strict=False))):
+            raise GraphError(f"node_type_offsets={list(off)}: expected {len(self.node_type_names) + 1} "
+                             f"non-decreasing offsets from 0 to num_nodes={n}, one range per type "
+                             f"{list(self.node_type_names)}")
         return self
+
+
+def node_types_of(orig_ids: np.ndarray, offsets: tuple[int, ...] | list[int]) -> np.ndarray | None:
+    """Type index of each original node id under contiguous type ranges ``offsets``
+    (None when there are none: an untyped graph)."""
+    if not offsets:
+        return None
+    return (np.searchsorted(np.asarray(offsets, dtype=np.int64), np.asarray(orig_ids, dtype=np.int64),
+                            side="right") - 1).astype(np.int64)
 
 
 def _check_dtype(name: str, arr: np.ndarray, dtype: type, ndim: int) -> None:

@@ -27,7 +27,7 @@ from partition.format import (
     meta_digest,
     read_npy,
 )
-from partition.graph import Graph
+from partition.graph import Graph, node_types_of
 
 __all__ = ["Part", "PartitionSet", "open_partition_set", "settings_of"]
 
@@ -150,6 +150,12 @@ class PartitionSet:
     def global_degrees(self) -> np.ndarray:
         """In-degree of every node in the new numbering (int64 ``[N]``, memory-mapped)."""
         return self._set_array("global_degrees.npy")
+
+    def node_types(self) -> np.ndarray | None:
+        """Type index of every node in the new numbering (int64 ``[N]``), None for a set
+        of an untyped graph."""
+        nt = self.meta.node_types
+        return None if nt is None else node_types_of(self._set_array("orig_ids.npy"), nt.offsets)
 
     def new_ids(self, orig_ids: np.ndarray) -> np.ndarray:
         """New ids of the given original ids."""

@@ -39,6 +39,9 @@ class Block:
     * ``src_deg`` (optional) float32 ``[num_src]``: graph in-degrees of the src nodes, set
       by :func:`prepare` when a model needs them (GCN's normalisation); dst degrees are
       its first ``num_dst`` entries.
+    * ``src_type`` (optional) int64 ``[num_src]``: node-type index of the src nodes of a
+      typed graph, set by :func:`prepare` when a model needs them (R-GCN: an edge's
+      relation is its (source type, destination type)); dst types are the first ``num_dst``.
     """
 
     edge_index: torch.Tensor
@@ -46,6 +49,7 @@ class Block:
     num_dst: int
     indptr: torch.Tensor | None = None
     src_deg: torch.Tensor | None = None
+    src_type: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -69,14 +73,14 @@ class Block:
             return None if t is None else t.to(device, non_blocking=non_blocking)
 
         return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src,
-                     self.num_dst, move(self.indptr), move(self.src_deg))
+                     self.num_dst, move(self.indptr), move(self.src_deg), move(self.src_type))
 
     def pin_memory(self) -> Block:
         def pin(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.pin_memory()
 
         return Block(self.edge_index.pin_memory(), self.num_src, self.num_dst, pin(self.indptr),
-                     pin(self.src_deg))
+                     pin(self.src_deg), pin(self.src_type))
 
 
 @dataclass
@@ -134,21 +138,30 @@ def _as_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
 
 
 def prepare(batch: SampledBatch, x: np.ndarray | torch.Tensor, y: torch.Tensor | np.ndarray,
-            deg: np.ndarray | torch.Tensor | None = None) -> PreparedBatch:
+            deg: np.ndarray | torch.Tensor | None = None,
+            node_type: np.ndarray | torch.Tensor | None = None) -> PreparedBatch:
     """Attach features and targets: ``x`` holds the rows of ``batch.input_nodes`` (in that
     order), ``y`` the targets of the batch (one row per seed for node tasks). ``deg``
-    (graph in-degrees of ``input_nodes``) is attached to every block as ``src_deg``. No
-    copy when the arrays are contiguous."""
+    (graph in-degrees of ``input_nodes``) and ``node_type`` (their type indices) are
+    attached to every block as ``src_deg`` / ``src_type``. No copy when the arrays are
+    contiguous."""
     n_in = int(batch.input_nodes.shape[0])
     if x.ndim != 2 or int(x.shape[0]) != n_in:
         raise SamplerError(
             f"x: expected [len(input_nodes)={n_in}, F] feature rows, got shape {tuple(x.shape)}")
+    per_node: dict[str, torch.Tensor | None] = {"deg": None, "node_type": None}
+    for name, arr in (("deg", deg), ("node_type", node_type)):
+        if arr is not None:
+            if int(arr.shape[0]) != n_in:
+                raise SamplerError(f"{name}: expected {n_in} values (one per input node), "
+                                   f"got {tuple(arr.shape)}")
+            per_node[name] = _as_tensor(arr)
+    d, t = per_node["deg"], per_node["node_type"]
     blocks = batch.blocks
-    if deg is not None:
-        if int(deg.shape[0]) != n_in:
-            raise SamplerError(f"deg: expected {n_in} degrees (one per input node), got {tuple(deg.shape)}")
-        d = _as_tensor(deg)
-        blocks = [Block(b.edge_index, b.num_src, b.num_dst, b.indptr, d[:b.num_src]) for b in blocks]
+    if d is not None or t is not None:
+        blocks = [Block(b.edge_index, b.num_src, b.num_dst, b.indptr,
+                        None if d is None else d[:b.num_src], None if t is None else t[:b.num_src])
+                  for b in blocks]
     return PreparedBatch(_as_tensor(x), _as_tensor(y), blocks, batch.seeds)
 
 

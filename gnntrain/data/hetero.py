@@ -28,10 +28,37 @@ from gnntrain.config import (
 )
 from gnntrain.data.convert import _MASK_NAMES, _numpy
 from gnntrain.data.errors import DataError
-from partition.graph import GraphError
+from partition.graph import Graph, GraphError
 from partition.hetero_graph import EdgeType, HeteroGraph
 
-__all__ = ["from_dgl_hetero", "from_pyg_hetero", "load_hetero", "to_dgl_hetero", "to_pyg_hetero"]
+__all__ = ["from_dgl_hetero", "from_pyg_hetero", "load_hetero", "to_dgl_hetero", "to_pyg_hetero",
+           "to_training_graph"]
+
+
+def to_training_graph(graph: HeteroGraph) -> Graph:
+    """The typed graph as the one graph the runtime trains on (DistDGL's way: one id
+    space, types kept as id ranges). Node ``(t, i)`` becomes ``offset_t + i``
+    (:meth:`HeteroGraph.homogenise`), every relation's edges go into one in-neighbour CSR,
+    and ``node_type_names`` / ``node_type_offsets`` record the ranges, so a typed model
+    (``model.arch: rgcn``) reads each node's type and each edge's relation (its source and
+    destination types). Features are zero-padded to the widest type (a type without
+    features gets zero rows: give it ``model.node_embedding``); labels and splits are the
+    target type's, other nodes carry label 0 and are in no split."""
+    hom = graph.homogenise()
+    n = hom.num_nodes
+    width = max((graph.num_features(t) for t in hom.node_types), default=0)
+    x = np.zeros((n, width), dtype=np.float32)
+    for i, t in enumerate(hom.node_types):
+        if t in graph.x:
+            x[hom.type_offsets[i]:hom.type_offsets[i + 1], :graph.x[t].shape[1]] = graph.x[t]
+    base = int(hom.type_offsets[hom.node_types.index(graph.target)])
+    y = np.zeros(n, dtype=np.int64)
+    y[base:base + graph.y.shape[0]] = graph.y
+    return Graph(indptr=hom.indptr, indices=hom.indices, x=x, y=y,
+                 train_idx=graph.split_idx("train") + base, val_idx=graph.split_idx("val") + base,
+                 test_idx=graph.split_idx("test") + base, num_classes=graph.num_classes,
+                 name=graph.name, node_type_names=tuple(hom.node_types),
+                 node_type_offsets=tuple(int(o) for o in hom.type_offsets)).validate()
 
 
 def load_hetero(cfg: DatasetConfig) -> HeteroGraph:

@@ -62,8 +62,9 @@ def resolve_path(path: str | Path, root: Path | None = None, *, field: str = "da
 def load_dataset(cfg: DatasetConfig) -> Graph:
     """Load the graph ``cfg`` describes; raise :class:`DataError` naming what is wrong."""
     if isinstance(cfg, HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset):
-        raise DataError(f"dataset {cfg.name!r}: source={cfg.source!r} is a typed graph; load it with "
-                        "gnntrain.data.hetero.load_hetero (training on typed graphs is not available yet)")
+        from gnntrain.data.hetero import load_hetero, to_training_graph
+
+        return to_training_graph(load_hetero(cfg))
     if cfg.source == "synthetic":
         from gnntrain.data.synthetic import generate
 

@@ -7,9 +7,11 @@ model (a built-in name or ``package.module:factory``).
 from gnntrain.models.builtin import BUILTIN, BlockGNN, GCNBlockConv
 from gnntrain.models.protocol import (
     BlockModel,
+    BlockNeeds,
     LayerwiseModel,
     ModelFactory,
     ModelSpec,
+    block_needs,
     build_model,
     flat_grads,
     has_layerwise,
@@ -21,7 +23,7 @@ from gnntrain.models.protocol import (
 from gnntrain.models.pyg import PygLayers
 
 __all__ = [
-    "BUILTIN", "BlockGNN", "BlockModel", "LayerwiseModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
-    "build_model", "flat_grads", "has_layerwise", "import_object", "needs_degrees",
+    "BUILTIN", "BlockGNN", "BlockModel", "BlockNeeds", "LayerwiseModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
+    "block_needs", "build_model", "flat_grads", "has_layerwise", "import_object", "needs_degrees",
     "resolve_factory", "set_flat_grads",
 ]

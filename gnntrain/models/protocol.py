@@ -20,6 +20,10 @@ Optional, each detected with ``getattr``:
 ``needs_degrees: bool``
     When true, every block carries ``src_deg`` (graph in-degrees of its src nodes; GCN's
     normalisation needs them).
+``needs_node_types: bool``
+    When true, every block carries ``src_type`` (the node-type index of each src node of a
+    typed graph; R-GCN reads an edge's relation from it). A typed model may also expose
+    ``num_node_types: int``; a graph with more types is refused before training.
 
 A model is chosen by ``model.arch``: a built-in name (``sage``, ``gcn``, ``gat``) or an
 import path ``package.module:factory``. A factory is called as
@@ -35,6 +39,7 @@ import copy
 import importlib
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -85,6 +90,19 @@ def has_layerwise(model: nn.Module) -> bool:
 
 def needs_degrees(model: nn.Module) -> bool:
     return bool(getattr(model, "needs_degrees", False))
+
+
+@dataclass(frozen=True)
+class BlockNeeds:
+    """The per-node values a model reads from its blocks besides the input rows."""
+
+    degrees: bool = False
+    node_types: bool = False
+
+
+def block_needs(model: nn.Module) -> BlockNeeds:
+    return BlockNeeds(degrees=needs_degrees(model),
+                      node_types=bool(getattr(model, "needs_node_types", False)))
 
 
 def import_object(path: str, what: str) -> Any:

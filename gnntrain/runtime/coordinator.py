@@ -67,6 +67,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     out_dim = task.out_dim(graph.num_classes, cfg.model.hidden)
     in_dim = cfg.model.input_dim(graph.num_features)
     probe = build_model(spec, cfg.model, in_dim, out_dim, cfg.train.seed)
+    check_typed(probe, graph)
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
                       "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")
@@ -129,6 +130,22 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         write_plots(run.path, epochs)
         print_summary(summary, Console(stderr=True) if console.stderr else console)
     return summary
+
+
+def check_typed(model: Any, graph: Graph) -> None:
+    """A model that reads node types needs a typed graph with no more types than it has
+    weights for (refused here, before any work)."""
+    if not getattr(model, "needs_node_types", False):
+        return
+    types = len(graph.node_type_names)
+    if types == 0:
+        raise ValueError(f"model {type(model).__name__} reads node types but dataset {graph.name!r} "
+                         "is untyped; train it on a typed dataset (dataset.source: hetero_dir, "
+                         "ogb_mag or synthetic_hetero)")
+    have = getattr(model, "num_node_types", types)
+    if have < types:
+        raise ValueError(f"model.options.node_types={have} but dataset {graph.name!r} has {types} "
+                         f"node types {list(graph.node_type_names)}; set model.options.node_types={types}")
 
 
 @contextmanager

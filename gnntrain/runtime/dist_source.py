@@ -141,7 +141,8 @@ class DistFeatureReader:
 
     def __init__(self, x_local: np.ndarray, start: int, book: PartitionBook, rank: int,
                  peers: Peers, comm: CommCounter, degrees: np.ndarray, *,
-                 cache: FeatureCache | None = None, dtype: str = "float32") -> None:
+                 cache: FeatureCache | None = None, dtype: str = "float32",
+                 node_types: np.ndarray | None = None) -> None:
         self.x_local = x_local
         self.start = start
         self.book = book
@@ -149,6 +150,7 @@ class DistFeatureReader:
         self.peers = peers
         self.comm = comm
         self.deg = degrees
+        self.types = node_types
         self.cache = cache
         self.dtype = dtype
         self.stats = FeatureStats()
@@ -156,6 +158,13 @@ class DistFeatureReader:
 
     def degrees(self, ids: np.ndarray) -> np.ndarray:
         return self.deg[ids]
+
+    def node_types(self, ids: np.ndarray) -> np.ndarray:
+        if self.types is None:
+            raise ValueError("the model reads node types (needs_node_types) but the graph is "
+                             "untyped: train it on a typed dataset (dataset.source: hetero_dir, "
+                             "ogb_mag or synthetic_hetero)")
+        return np.asarray(self.types[ids], dtype=np.int64)
 
     def read(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from gnntrain.engine import layer_forward, mix_seed
-from gnntrain.models import needs_degrees
+from gnntrain.models import block_needs
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
@@ -79,12 +79,12 @@ class Evaluator:
             h_all = np.concatenate([h_owned, h_halo])
         else:
             h_all = h_owned
-        deg = None
-        if needs_degrees(self.model):
-            ids = np.concatenate([np.arange(a.start, a.start + a.n_owned), halo])
-            deg = torch.from_numpy(a.degrees[ids].astype(np.float32))
+        needs = block_needs(self.model)
+        ids = np.concatenate([np.arange(a.start, a.start + a.n_owned), halo])
+        deg = torch.from_numpy(a.degrees[ids].astype(np.float32)) if needs.degrees else None
+        types = torch.from_numpy(a.reader.node_types(ids)) if needs.node_types else None
         out = layer_forward(self.model, layer, torch.from_numpy(h_all), a.part.indptr,
-                            self._local_indices(), deg)
+                            self._local_indices(), deg, type_all=types)
         self.hidden[layer + 1] = out.numpy()
 
     def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
@@ -158,7 +158,7 @@ class Evaluator:
         for split in ("val", "test"):
             batches = self.task.eval_batches(a.part, split, self.cfg_batch_size)
             keys = [mix_seed(a.cfg.train.seed, "eval", split, epoch, i) for i in range(len(batches))]
-            pipe = a.pipeline(self.task, batches, keys, need_deg=needs_degrees(self.model))
+            pipe = a.pipeline(self.task, batches, keys, needs=block_needs(self.model))
             states = []
             try:
                 for i, item in enumerate(pipe):

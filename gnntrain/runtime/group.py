@@ -69,7 +69,8 @@ class LocalGroup(WorkerGroup):
             torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
         self.worker = Worker(cfg, Part.whole_graph(graph), rank=0, world=1,
                              degrees=graph.in_degrees(), num_classes=graph.num_classes, peers=None,
-                             allreduce=no_allreduce, model=model, task=task)
+                             allreduce=no_allreduce, model=model, task=task,
+                             node_types=graph.node_types())
         self.infos = [self.worker.info]
 
     def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:

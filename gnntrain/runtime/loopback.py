@@ -83,7 +83,7 @@ class LoopbackGroup(WorkerGroup):
     """k workers in threads of this process."""
 
     def __init__(self, cfg: RunConfig, parts: list[Part], degrees: np.ndarray, num_classes: int,
-                 model: ModelSpec, task: Task) -> None:
+                 model: ModelSpec, task: Task, node_types: np.ndarray | None = None) -> None:
         self.world = len(parts)
         self.workers: list[Worker] = []
         reduce = ThreadAllReduce(self.world, cfg.cluster.collective_timeout_s)
@@ -91,7 +91,7 @@ class LoopbackGroup(WorkerGroup):
             self.workers.append(Worker(cfg, part, rank=r, world=self.world, degrees=degrees,
                                        num_classes=num_classes, peers=LoopbackPeers(self.workers, r),
                                        allreduce=lambda t, r=r: reduce(r, t),  # type: ignore[misc]
-                                       model=model, task=task))
+                                       model=model, task=task, node_types=node_types))
         self.infos = [w.info for w in self.workers]
         self._pool = ThreadPoolExecutor(max_workers=self.world)
 

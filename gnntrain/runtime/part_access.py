@@ -19,6 +19,7 @@ import torch
 from gnntrain.config import RunConfig
 from gnntrain.embedding import EmbeddingShard
 from gnntrain.engine import BatchPipeline, EpochStats, mix_seed
+from gnntrain.models import BlockNeeds
 from gnntrain.runtime.comm import CommCounter
 from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource, Peers
@@ -44,7 +45,8 @@ class PartAccess:
     """One worker's sampler, feature reader, cache and byte counter over its part."""
 
     def __init__(self, cfg: RunConfig, part: Part, *, rank: int, world: int,
-                 degrees: np.ndarray, peers: Peers, device: torch.device) -> None:
+                 degrees: np.ndarray, peers: Peers, device: torch.device,
+                 node_types: np.ndarray | None = None) -> None:
         self.cfg = cfg
         self.part = part
         self.rank = rank
@@ -55,6 +57,7 @@ class PartAccess:
         self.num_nodes = self.book.num_nodes
         self.n_owned = int(part.indptr.shape[0] - 1)
         self.degrees = degrees
+        self.node_types = node_types  # type index of every node (new numbering); None: untyped
         self.peers = peers
         self.comm = CommCounter(rank, world)
         self.progress = Progress()
@@ -62,7 +65,8 @@ class PartAccess:
                                num_nodes=self.num_nodes)
         self.source = DistGraphSource(self.local, self.book, rank, peers, self.comm, part.x)
         self.reader = DistFeatureReader(part.x, self.start, self.book, rank, peers,
-                                        self.comm, degrees, dtype=cfg.train.feature_dtype)
+                                        self.comm, degrees, dtype=cfg.train.feature_dtype,
+                                        node_types=node_types)
         sc = cfg.sampler
         self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,
                                        weighted=sc.weighted)
@@ -103,7 +107,7 @@ class PartAccess:
                            "remote_rows": int(remote_rows), "setup_s": time.perf_counter() - t0}
         return self.cache_info
 
-    def pipeline(self, task: Task, batches: list[SeedBatch], keys: list[int], *, need_deg: bool,
+    def pipeline(self, task: Task, batches: list[SeedBatch], keys: list[int], *, needs: BlockNeeds,
                  prefetch: int | None = None) -> BatchPipeline:
         """Sample, fetch and attach the task's targets, ``prefetch`` batches ahead."""
         def targets(b: SeedBatch) -> np.ndarray:
@@ -111,7 +115,7 @@ class PartAccess:
 
         return BatchPipeline(self.sampler, self.reader, targets, batches, keys,
                              prefetch=self.cfg.sampler.prefetch if prefetch is None else prefetch,
-                             need_deg=need_deg, pin=self.device.type == "cuda")
+                             needs=needs, pin=self.device.type == "cuda")
 
     def io_counters(self) -> Callable[[EpochStats], None]:
         """Snapshot the sampler's and reader's counters; the returned function adds what

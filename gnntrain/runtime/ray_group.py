@@ -111,6 +111,7 @@ class WorkerActor:
         pset = open_partition_set(part_path)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()
+        self.node_types = pset.node_types()
         self.num_classes = int(pset.num_classes)
         self.worker: Worker | None = None
         self._store: Any = None
@@ -158,6 +159,7 @@ class WorkerActor:
         self.worker = Worker(self.cfg, self.part, rank=self.rank, world=self.world,
                              degrees=self.degrees, num_classes=self.num_classes, peers=peers,
                              allreduce=allreduce, model=self.model_spec, task=self.task,
+                             node_types=self.node_types,
                              step_hooks=list(FaultInjector.hooks(self.cfg.faults, self.rank, attempt)))
         return self.worker.info.to_dict()
 

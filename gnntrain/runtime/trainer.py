@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from gnntrain.engine import AllReduce, locality_order, make_optimizer, mix_seed, run_epoch
-from gnntrain.models import needs_degrees
+from gnntrain.models import block_needs
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SeedBatch, Task
 
@@ -54,7 +54,7 @@ class Trainer:
         a = self.access
         torch.manual_seed(mix_seed(self.cfg.train.seed, "dropout", epoch, a.rank))
         add_io = a.io_counters()  # before the prefetch thread starts sampling
-        pipe = a.pipeline(self.task, *self.epoch_plan(epoch, steps), need_deg=needs_degrees(self.model))
+        pipe = a.pipeline(self.task, *self.epoch_plan(epoch, steps), needs=block_needs(self.model))
         a.progress.set("train", epoch=epoch, step=0)
 
         def step_done(step: int) -> None:

@@ -87,7 +87,8 @@ class Worker:
 
     def __init__(self, cfg: RunConfig, part: Part, *, rank: int, world: int, degrees: np.ndarray,
                  num_classes: int, peers: Peers | None, allreduce: AllReduce, model: ModelSpec,
-                 task: Task, step_hooks: list[StepHook] | None = None) -> None:
+                 task: Task, step_hooks: list[StepHook] | None = None,
+                 node_types: np.ndarray | None = None) -> None:
         device = torch.device(cfg.train.device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"train.device='cuda' but worker {rank} sees no CUDA device")
@@ -95,7 +96,7 @@ class Worker:
         self.rank = rank
         self.task = task
         self.access = PartAccess(cfg, part, rank=rank, world=world, degrees=degrees,
-                                 peers=peers or _NoPeers(), device=device)
+                                 peers=peers or _NoPeers(), device=device, node_types=node_types)
         out_dim = task.out_dim(num_classes, cfg.model.hidden)
         in_dim = cfg.model.input_dim(int(part.x.shape[1]))
         self.model = build_model(model, cfg.model, in_dim, out_dim, cfg.train.seed).to(device)

@@ -169,12 +169,17 @@ def test_synthetic_hetero_config_kind() -> None:
         parse_dataset({"name": "s", "source": "synthetic_hetero", "synthetic_hetero": {"paper": 3}})
 
 
-def test_homogeneous_loader_refuses_a_typed_source_with_the_way_out() -> None:
+def test_load_dataset_gives_the_training_graph_of_a_typed_source() -> None:
+    """``load_dataset`` (what training reads) makes a typed source one graph with its node
+    types as id ranges (:func:`gnntrain.data.hetero.to_training_graph`)."""
     from gnntrain.data import load_dataset
+    from gnntrain.data.hetero import load_hetero
 
-    cfg = parse_dataset({"name": "s", "source": "synthetic_hetero"})
-    with pytest.raises(DataError, match=r"typed graph.*load_hetero"):
-        load_dataset(cfg)
+    cfg = parse_dataset({"name": "s", "source": "synthetic_hetero",
+                         "synthetic_hetero": {"papers": 200, "authors": 300}})
+    g, hg = load_dataset(cfg), load_hetero(cfg)
+    assert g.node_type_names == tuple(hg.node_types)
+    assert g.num_nodes == hg.total_nodes and g.num_edges == hg.total_edges
 
 
 def test_real_acm_round_trips_through_pyg(data_root: Path) -> None:

@@ -1,0 +1,117 @@
+"""R-GCN (``model.arch: rgcn``) for typed graphs, on the same sampled blocks as every model.
+
+A typed graph trains as one graph whose node types are id ranges
+(:func:`gnntrain.data.hetero.to_training_graph`); its blocks carry each src node's type
+(``Block.src_type``, the model says ``needs_node_types``). An edge's relation is
+``(source type, destination type)``, so the relations of a graph with ``T`` node types are
+the ``T x T`` type pairs (a pair without edges costs only its basis coefficients).
+
+Layer (Schlichtkrull et al. 2018, basis decomposition)::
+
+    h'_v = W0[type(v)] h_v + b[type(v)] + sum_r sum_{u in N_r(v)} (1 / |N_r(v)|) W_r h_u,
+    W_r = sum_b a[r, b] V_b
+
+``N_r(v)`` are the block's (sampled) in-neighbours of ``v`` under relation ``r``. Each
+relation present in the block is one CSR product (the neighbour mean over its edges),
+mixed into one sum per basis with ``a[r, b]`` and projected by ``V_b``, so no
+``[edges, width]`` tensor is built.
+
+Options (``model.options``): ``node_types`` (required: the graph's number of node types;
+a graph with more is refused before training) and ``bases`` (default 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gnntrain.config import ModelConfig
+from gnntrain.models.builtin import spmm
+from gnntrain.models.protocol import LayerwiseModel
+from gnntrain.ops import relu_dropout
+from samplers.batch import Block
+
+_OPTIONS = {"node_types", "bases"}
+
+
+class RGCNLayer(nn.Module):
+    """One R-GCN layer over a typed block (see the module docstring)."""
+
+    def __init__(self, in_dim: int, out_dim: int, num_types: int, bases: int) -> None:
+        super().__init__()
+        self.num_types = num_types
+        self.bases = nn.Parameter(torch.empty(bases, in_dim, out_dim))
+        self.coeff = nn.Parameter(torch.empty(num_types * num_types, bases))
+        self.root = nn.Parameter(torch.empty(num_types, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.zeros(num_types, out_dim))
+        nn.init.xavier_uniform_(self.bases)
+        nn.init.xavier_uniform_(self.root)
+        nn.init.xavier_uniform_(self.coeff)
+
+    def forward(self, block: Block, h: Tensor) -> Tensor:
+        if block.src_type is None:
+            raise ValueError("arch 'rgcn' needs the node type of the block's nodes (Block.src_type); "
+                             "train it on a typed dataset")
+        t_src = block.src_type
+        t_dst = t_src[:block.num_dst]
+        src, dst = block.edge_index[0], block.edge_index[1]
+        n_rel = self.num_types * self.num_types
+        rel = t_src[src] * self.num_types + t_dst[dst]
+        key = dst * n_rel + rel
+        mean = 1.0 / torch.bincount(key, minlength=block.num_dst * n_rel)[key].to(h.dtype)
+        # per relation present: the neighbour mean, mixed into one sum per basis
+        mixed = [h.new_zeros((block.num_dst, h.shape[1])) for _ in range(self.bases.shape[0])]
+        for r in torch.unique(rel).tolist():
+            m = rel == r
+            if block.indptr is not None:  # the relation's edges keep their grouping by destination
+                indptr = torch.zeros(block.num_dst + 1, dtype=torch.int64, device=h.device)
+                indptr[1:] = torch.cumsum(torch.bincount(dst[m], minlength=block.num_dst), 0)
+                agg = spmm(indptr, block.edge_index[:, m], mean[m], h, block.num_dst)
+            else:
+                agg = h.new_zeros((block.num_dst, h.shape[1])).index_add(0, dst[m], h[src[m]] * mean[m, None])
+            for b, acc in enumerate(mixed):
+                mixed[b] = acc + self.coeff[r, b] * agg
+        out = sum((s @ self.bases[b] for b, s in enumerate(mixed)),
+                  h.new_zeros((block.num_dst, self.bias.shape[1])))
+        h_dst = h[:block.num_dst]
+        for t in range(self.num_types):
+            mine = t_dst == t
+            if bool(mine.any()):
+                out[mine] = out[mine] + h_dst[mine] @ self.root[t] + self.bias[t]
+        return out
+
+
+class RGCN(LayerwiseModel):
+    """``model.layers`` R-GCN layers with ReLU and dropout between them."""
+
+    needs_node_types = True
+
+    def __init__(self, cfg: ModelConfig, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        opts: dict[str, Any] = dict(cfg.options)
+        unknown = sorted(set(opts) - _OPTIONS)
+        if unknown or not isinstance(opts.get("node_types"), int) or int(opts["node_types"]) < 1:
+            raise ValueError(f"model.options={opts!r}: arch 'rgcn' takes node_types (the graph's number "
+                             "of node types, an integer >= 1; required) and bases (default 2)"
+                             + (f"; unknown {unknown}" if unknown else ""))
+        bases = opts.get("bases", 2)
+        if not isinstance(bases, int) or bases < 1:
+            raise ValueError(f"model.options.bases={bases!r}: must be an integer >= 1")
+        self.num_node_types = int(opts["node_types"])
+        self.num_layers = cfg.layers
+        self.dropout = cfg.dropout
+        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.convs = nn.ModuleList(RGCNLayer(dims[i], dims[i + 1], self.num_node_types, bases)
+                                   for i in range(cfg.layers))
+
+    def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
+        out = self.convs[i](block, h)
+        if i < self.num_layers - 1:
+            out = relu_dropout(out, self.dropout, self.training)
+        return out
+
+
+def rgcn(in_dim: int, out_dim: int, cfg: ModelConfig) -> RGCN:
+    return RGCN(cfg, in_dim, out_dim)

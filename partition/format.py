@@ -55,6 +55,9 @@ saw the symmetrised copy), self-loops and isolated nodes included.
 * ``steps`` (list): name, wall and CPU seconds, resident memory at the start and peak of
   each build step.
 * ``created_utc`` (str, ISO 8601), ``library`` (object: versions that wrote the set).
+* ``node_types`` (object, only for a typed graph trained as one graph): ``names`` and
+  ``offsets``, type ``names[t]`` being ORIGINAL ids ``offsets[t]:offsets[t + 1]``; absent
+  otherwise (neither written nor digested, so older sets keep their digest).
 * ``meta_sha256`` (str): SHA-256 of this JSON without this field (sorted keys), so an
   edited ``meta.json`` is detected like an edited array file.
 """

@@ -144,9 +144,12 @@ def test_prepare_shape_errors(hub_source: CSRSource) -> None:
         prepare(b, np.zeros((1, 8), dtype=np.float32), np.zeros(4))
     # targets are the task's (labels of the seeds, or pairs for link prediction): their
     # shape is the task's to check; degrees must cover every input node
-    with pytest.raises(ValueError, match=r"deg: expected \d+ degrees"):
+    with pytest.raises(ValueError, match=r"deg: expected \d+ values \(one per input node\)"):
         prepare(b, np.zeros((b.input_nodes.size, 8), dtype=np.float32), np.zeros(4),
                 deg=np.ones(b.input_nodes.size - 1, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"node_type: expected \d+ values"):
+        prepare(b, np.zeros((b.input_nodes.size, 8), dtype=np.float32), np.zeros(4),
+                node_type=np.zeros(b.input_nodes.size + 1, dtype=np.int64))
 
 
 def test_import_boundary() -> None:

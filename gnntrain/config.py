@@ -35,7 +35,7 @@ from partition.paths import check_component
 from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
-    "DATA_ENV", "CacheConfig", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
+    "DATA_ENV", "CacheConfig", "ChunksDataset", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
     "FaultConfig", "HeterophilousDataset", "LoadedDataset", "ModelConfig", "NodeEmbeddingConfig", "NpzDataset",
     "OgbDataset",
     "PartitionConfig", "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
@@ -211,8 +211,19 @@ class SyntheticDataset(_DatasetBase):
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
 
 
+class ChunksDataset(_DatasetBase):
+    """A chunked graph directory (``partition/chunked.py``; written by ``write_chunks`` or
+    ``gnntrain.data.synthetic_chunks``). The run partitions it with
+    the Ray pipeline (``partition.method`` stream or multilevel) and never loads the whole
+    graph into one process (``--single-process`` is refused)."""
+
+    source: Literal["chunks"] = "chunks"
+    path: str = Field(description="the chunk directory (holds manifest.json); " + _PATH_DOC)
+
+
 DatasetConfig = Annotated[
-    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset,
+    PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | SyntheticDataset
+    | ChunksDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per
 ``source``, each with only its own fields (a key of another source is refused with its

@@ -277,6 +277,7 @@ def assign_parts(graph: Graph, cfg: PartitionConfig, *,
     return parts
 
 
-def random_parts(graph: Graph, k: int, seed: int = 0) -> np.ndarray:
-    """The random baseline on its own (used by the quality report on the same graph)."""
-    return _random_parts(graph.mask("train"), k, seed)
+def random_parts(graph: Graph | np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """The random baseline on its own (used by the quality report on the same graph), from
+    the graph or from its training mask (bool ``[N]``, original ids) alone."""
+    return _random_parts(graph.mask("train") if isinstance(graph, Graph) else graph, k, seed)

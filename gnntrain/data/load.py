@@ -60,6 +60,10 @@ def load_dataset(cfg: DatasetConfig) -> Graph:
         from gnntrain.data.synthetic import generate
 
         return generate(cfg.synthetic, name=cfg.name)
+    if cfg.source == "chunks":  # the whole graph in this process: for graphs that fit
+        from partition.chunked import open_chunks
+
+        return open_chunks(resolve_path(cfg.path)).to_graph()
     try:
         raw = _read(cfg)
     except DataError as e:

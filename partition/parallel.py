@@ -61,8 +61,8 @@ from partition.format import FileEntry, PartCounts, write_npy
 from partition.methods import (
     _random_parts,
     check_assignment,
-    check_feasible,
     check_counts,
+    check_feasible,
     weights_from,
 )
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts

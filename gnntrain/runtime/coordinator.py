@@ -111,10 +111,10 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
             # METIS runs before Ray starts (its rand() is not reproducible beside Ray's threads);
             # the chunk pipeline needs Ray running
             chunks = data if isinstance(data, ChunkedGraph) else None
-            built = _partition(cfg, data) if chunks is None else None
+            built = _partition(cfg, data, progress) if chunks is None else None
             del graph, data  # workers read their own parts from disk
             with ray_session(cfg.cluster, workers):
-                pset, report = built if built is not None else _partition(cfg, chunks)
+                pset, report = built if built is not None else _partition(cfg, chunks, progress)
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
                 res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,
@@ -154,15 +154,17 @@ def _open_dataset(cfg: RunConfig, single_process: bool) -> Graph | ChunkedGraph:
     return open_chunks(resolve_path(cfg.dataset.path))
 
 
-def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None) -> tuple[PartitionSet, PartitionReport]:
+def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
+               progress: bool) -> tuple[PartitionSet, PartitionReport]:
     """The run's partition set (built or reused) and its quality report: from the loaded
     graph, or for chunks by the Ray pipeline (on the running Ray) and from the written parts alone."""
     from partition import build_partition_set, quality_report, set_report
-    from partition.parallel import partition_chunks
 
     assert data is not None
     if isinstance(data, ChunkedGraph):
-        pset = partition_chunks(data, cfg.partition, progress=False)
+        from partition.parallel import partition_chunks  # imports Ray: only where Ray runs
+
+        pset = partition_chunks(data, cfg.partition, progress=progress)
         if pset.reused:
             pset.check_files(verify=True)
         return pset, set_report(pset)

@@ -14,6 +14,7 @@ from gnntrain.data.synthetic import generate
 from gnntrain.data.synthetic_chunks import write_synthetic_chunks
 from gnntrain.runtime.coordinator import run_training
 from partition import open_partition_set, quality_report
+from partition.chunked import ChunkedGraph
 from partition.format import file_sha256
 from tests.runtime.helpers import assert_same_state, final_state
 
@@ -33,9 +34,14 @@ def _cfg(tmp: Path, dataset: dict[str, Any], root: str, *overrides: str) -> RunC
     return load_config(raw=raw, overrides=list(overrides))
 
 
-def test_chunks_train_like_memory(ray_local: None, tmp_path: Path) -> None:
+def test_chunks_train_like_memory(ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chunks = tmp_path / "chunks"
     write_synthetic_chunks(SYN, chunks, name="syn", rows_per_chunk=1, edges_per_chunk=5000)
+
+    def whole_graph(self: ChunkedGraph) -> None:
+        raise AssertionError("the coordinator loaded the whole chunked graph")
+
+    monkeypatch.setattr(ChunkedGraph, "to_graph", whole_graph)
     from_chunks = run_training(_cfg(tmp_path, {"source": "chunks", "path": str(chunks)}, "pc"), progress=False)
     assert from_chunks["final"]["test_acc"] > 1.5 / CLASSES, from_chunks["final"]
 

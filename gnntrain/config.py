@@ -35,9 +35,9 @@ from partition.paths import check_component
 from samplers.config import CacheConfig, SamplerConfig
 
 __all__ = [
-    "DATA_ENV", "CacheConfig", "ClusterConfig", "ConfigError", "CsvDataset", "DatasetConfig",
-    "FaultConfig", "HeterophilousDataset", "LightGcnDataset", "LoadedDataset", "ModelConfig",
-    "NodeEmbeddingConfig", "NpzDataset", "OgbDataset", "OgblDataset", "PartitionConfig",
+    "DATA_ENV", "CacheConfig", "ChunksDataset", "ClusterConfig", "ConfigError", "CsvDataset",
+    "DatasetConfig", "FaultConfig", "HeterophilousDataset", "LightGcnDataset", "LoadedDataset",
+    "ModelConfig", "NodeEmbeddingConfig", "NpzDataset", "OgbDataset", "OgblDataset", "PartitionConfig",
     "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
     "SyntheticDataset", "TaskConfig", "TrainConfig", "data_root", "load_config", "parse_dataset",
 ]
@@ -333,9 +333,20 @@ __all__ += ["HETERO_SOURCES", "HeteroDirDataset", "OgbMagDataset", "SyntheticHet
             "SyntheticHeteroDataset"]
 
 
+class ChunksDataset(_DatasetBase):
+    """A chunked graph directory (``partition/chunked.py``; written by ``write_chunks`` or
+    ``gnntrain.data.synthetic_chunks``). The run partitions it with
+    the Ray pipeline (``partition.method`` stream or multilevel) and never loads the whole
+    graph into one process (``--single-process`` is refused)."""
+
+    source: Literal["chunks"] = "chunks"
+    path: str = Field(description="the chunk directory (holds manifest.json); " + _PATH_DOC)
+
+
 DatasetConfig = Annotated[
     PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | OgblDataset
-    | LightGcnDataset | SyntheticDataset | HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset,
+    | LightGcnDataset | SyntheticDataset | ChunksDataset | HeteroDirDataset | OgbMagDataset
+    | SyntheticHeteroDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per
 ``source``, each with only its own fields (a key of another source is refused with its

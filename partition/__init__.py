@@ -27,13 +27,13 @@ from partition.store import Part, PartitionSet, open_partition_set
 if TYPE_CHECKING:
     from partition.build import build_partition_set
     from partition.methods import assign_parts
-    from partition.report import PartitionReport, quality_report, write_report
+    from partition.report import PartitionReport, quality_report, set_report, write_report
 
 __all__ = [
     "FORMAT_VERSION", "Graph", "GraphError", "Part", "PartitionBook", "PartitionChecksumError",
     "PartitionConfig", "PartitionError", "PartitionFormatError", "PartitionMeta", "PartitionReport",
     "PartitionSet", "StepStat", "assign_parts", "build_partition_set", "csr_from_edges",
-    "open_partition_set", "quality_report", "write_report",
+    "open_partition_set", "quality_report", "set_report", "write_report",
 ]
 
 _LAZY = {  # names whose modules load numba or scipy
@@ -41,6 +41,7 @@ _LAZY = {  # names whose modules load numba or scipy
     "assign_parts": "partition.methods",
     "PartitionReport": "partition.report",
     "quality_report": "partition.report",
+    "set_report": "partition.report",
     "write_report": "partition.report",
 }
 

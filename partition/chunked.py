@@ -133,6 +133,18 @@ class ChunkedGraph:
     def num_edges(self) -> int:
         return self.manifest.num_edges
 
+    @property
+    def num_features(self) -> int:
+        return self.manifest.num_features
+
+    @property
+    def num_classes(self) -> int:
+        return self.manifest.num_classes
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
     def node_bounds(self) -> np.ndarray:
         """``[J + 1]`` row offsets of the node chunks."""
         return np.array([0] + [c.hi for c in self.manifest.node_chunks], dtype=np.int64)

@@ -57,8 +57,33 @@ class SymmetricCSR:
 
 
 def check_request(graph: Graph, cfg: PartitionConfig) -> None:
-    """Refuse impossible requests before any work: ``k`` against nodes and training nodes."""
+    """Refuse impossible requests before any work: ``k`` against nodes and training nodes,
+    and balance no assignment can meet (:func:`check_feasible`)."""
     check_counts(graph.num_nodes, int(graph.train_idx.shape[0]), cfg)
+    check_feasible(graph.mask("train"), graph.in_degrees(), cfg)
+
+
+_WEIGHT_FIX = {"nodes": "use fewer parts", "train": "use fewer parts",
+               "edges": "use fewer parts or set partition.balance_edges=false"}
+
+
+def check_feasible(train: np.ndarray, in_degrees: np.ndarray, cfg: PartitionConfig) -> None:
+    """Refuse balance constraints that no assignment into ``cfg.parts`` parts can meet: a
+    single node heavier than the load a part may hold (``imbalance`` x total / parts) for
+    some constraint of :func:`weights_from`, e.g. a hub whose in-degree exceeds a part's
+    share of the edges. ``random`` (which balances nothing but counts) is not checked."""
+    if cfg.parts == 1 or cfg.method == "random":
+        return
+    w, names = weights_from(train, in_degrees, cfg)
+    for j, name in enumerate(names):
+        limit = cfg.imbalance * float(w[:, j].sum()) / cfg.parts
+        v = int(np.argmax(w[:, j]))
+        if w[v, j] > limit:
+            raise PartitionError(
+                f"balance constraint {name!r} cannot be met with partition.parts={cfg.parts} and "
+                f"partition.imbalance={cfg.imbalance}: node {v} alone weighs {int(w[v, j])}, above "
+                f"the {limit:.1f} a part may hold (imbalance x total {int(w[:, j].sum())} / parts); "
+                f"{_WEIGHT_FIX[name]}, or raise partition.imbalance")
 
 
 def check_counts(n: int, n_train: int, cfg: PartitionConfig) -> None:
@@ -284,6 +309,7 @@ def assign_parts(graph: Graph, cfg: PartitionConfig, *,
     return parts
 
 
-def random_parts(graph: Graph, k: int, seed: int = 0) -> np.ndarray:
-    """The random baseline on its own (used by the quality report on the same graph)."""
-    return _random_parts(graph.mask("train"), k, seed)
+def random_parts(graph: Graph | np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """The random baseline on its own (used by the quality report on the same graph), from
+    the graph or from its training mask (bool ``[N]``, original ids) alone."""
+    return _random_parts(graph.mask("train") if isinstance(graph, Graph) else graph, k, seed)

@@ -58,7 +58,13 @@ from partition.chunked import SPLIT_CODES, ChunkedGraph, open_chunks
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.format import FileEntry, PartCounts, write_npy
-from partition.methods import _random_parts, check_assignment, check_counts, weights_from
+from partition.methods import (
+    _random_parts,
+    check_assignment,
+    check_counts,
+    check_feasible,
+    weights_from,
+)
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
 from partition.steps import StepRecorder, _read_status
 from partition.store import PartitionSet, open_partition_set
@@ -328,6 +334,7 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
             degrees = _build_blocks(cg, bounds, work, runner)
             codes = cg.split_codes()
             train = codes == SPLIT_CODES["train"]
+        check_feasible(train, degrees, cfg)  # needs the in-degrees: the first pass over the edges
         blocks = RayBlocks(work, bounds, runner)
         parts = _assign(cg, blocks, degrees, train, cfg, rec)
         check_assignment(parts, np.flatnonzero(train), cfg)

@@ -74,6 +74,10 @@ def load_dataset(cfg: DatasetConfig) -> Graph:
 
         return message_passing_graph(load_split(cfg), cfg.name, feature_fallback=cfg.feature_fallback,
                                      fallback_dim=cfg.fallback_dim)
+    if cfg.source == "chunks":  # the whole graph in this process: for graphs that fit
+        from partition.chunked import open_chunks
+
+        return open_chunks(resolve_path(cfg.path)).to_graph()
     try:
         raw = _read(cfg)
     except DataError as e:

@@ -22,20 +22,26 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
 
 from gnntrain.checkpoint import load_latest
-from gnntrain.config import RunConfig
+from gnntrain.config import ChunksDataset, ConfigError, RunConfig
+from gnntrain.data.load import resolve_path
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.driver import FitResult, fit, restore
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
+from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
+
+if TYPE_CHECKING:
+    from partition.report import PartitionReport
+    from partition.store import PartitionSet
 
 
 class WorkerUserError(ValueError):
@@ -60,14 +66,18 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         from gnntrain.runtime.cluster import check_address
 
         check_address(cfg.cluster)  # an unreachable cluster fails now, before any work
-    graph = task.load_graph(cfg.dataset, graph)
-    console.print(f"loaded {graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
-                  f"{graph.num_features} features, {graph.num_classes} classes")
+    # a chunked dataset is only opened (manifest): the Ray pipeline partitions it
+    data = _open_dataset(cfg, single_process, task, graph)
+    graph = data if isinstance(data, Graph) else None
+    console.print(f"{'loaded' if graph is not None else 'opened chunks of'} {data.name}: "
+                  f"{data.num_nodes:,} nodes, {data.num_edges:,} edges, "
+                  f"{data.num_features} features, {data.num_classes} classes")
     # the model is built once here, so a factory that fails does so before Ray starts
-    out_dim = task.out_dim(graph.num_classes, cfg.model.hidden)
-    in_dim = cfg.model.input_dim(graph.num_features)
+    out_dim = task.out_dim(data.num_classes, cfg.model.hidden)
+    in_dim = cfg.model.input_dim(data.num_features)
     probe = build_model(spec, cfg.model, in_dim, out_dim, cfg.train.seed)
-    check_typed(probe, graph)
+    if graph is not None:  # a chunked graph is untyped
+        check_typed(probe, graph)
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
                       "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")
@@ -92,24 +102,24 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         partition_report: dict[str, Any] | None = None
         failures: list[dict[str, Any]] = []
         if single_process:
+            assert graph is not None  # _open_dataset refused chunks
             workers = 1
             res = _fit(cfg, LocalGroup(cfg, graph, spec, task), run, task, ckpt, start_epoch, progress)
         else:
             from gnntrain.runtime.cluster import ray_session
-            from partition import build_partition_set, quality_report, write_report
+            from partition import write_report
 
             workers = cfg.cluster.workers
-            pset = build_partition_set(graph, cfg.partition)
-            task = task.placed(pset.new_ids(np.arange(pset.num_nodes)))
-            if pset.reused:  # a set written by this call was checksummed as it was written
-                pset.check_files(verify=True)
-            report = quality_report(graph, pset.assignment(), fanouts=list(cfg.sampler.fanouts),
-                                    method=cfg.partition.method, steps=list(pset.meta.steps),
-                                    num_parts=pset.num_parts, partition_path=pset.path)
-            write_report(report, run.path)
-            partition_report = report.model_dump(mode="json")
-            del graph  # workers read their own parts from disk
+            # METIS runs before Ray starts (its rand() is not reproducible beside Ray's threads);
+            # the chunk pipeline needs Ray running
+            chunks = data if isinstance(data, ChunkedGraph) else None
+            built = _partition(cfg, data, progress) if chunks is None else None
+            del graph, data  # workers read their own parts from disk
             with ray_session(cfg.cluster, workers):
+                pset, report = built if built is not None else _partition(cfg, chunks, progress)
+                task = task.placed(pset.new_ids(np.arange(pset.num_nodes)))
+                write_report(report, run.path)
+                partition_report = report.model_dump(mode="json")
                 res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,
                                                    start_epoch, progress, console)
 
@@ -146,6 +156,45 @@ def check_typed(model: Any, graph: Graph) -> None:
     if have < types:
         raise ValueError(f"model.options.node_types={have} but dataset {graph.name!r} has {types} "
                          f"node types {list(graph.node_type_names)}; set model.options.node_types={types}")
+
+
+def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,
+                  graph: Graph | None) -> Graph | ChunkedGraph:
+    """The graph the task trains on (``graph``, else loaded by the task), or for
+    ``dataset.source='chunks'`` the opened chunk directory."""
+    if graph is not None or not isinstance(cfg.dataset, ChunksDataset):
+        return task.load_graph(cfg.dataset, graph)
+    if single_process:
+        raise ConfigError(f"dataset.source='chunks' (dataset.path={cfg.dataset.path!r}) trains on Ray "
+                          "workers only, each loading its own part; drop --single-process")
+    from partition.parallel import CHUNKED_METHODS
+
+    if cfg.partition.method not in CHUNKED_METHODS:
+        raise ConfigError(f"partition.method={cfg.partition.method!r} needs the whole graph in one process; "
+                          f"dataset.source='chunks' is partitioned with one of {', '.join(CHUNKED_METHODS)}")
+    return open_chunks(resolve_path(cfg.dataset.path))
+
+
+def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
+               progress: bool) -> tuple[PartitionSet, PartitionReport]:
+    """The run's partition set (built or reused) and its quality report: from the loaded
+    graph, or for chunks by the Ray pipeline (on the running Ray) and from the written parts alone."""
+    from partition import build_partition_set, quality_report, set_report
+
+    assert data is not None
+    if isinstance(data, ChunkedGraph):
+        from partition.parallel import partition_chunks  # imports Ray: only where Ray runs
+
+        pset = partition_chunks(data, cfg.partition, progress=progress)
+        if pset.reused:
+            pset.check_files(verify=True)
+        return pset, set_report(pset)
+    pset = build_partition_set(data, cfg.partition)
+    if pset.reused:  # a set written by this call was checksummed as it was written
+        pset.check_files(verify=True)
+    return pset, quality_report(data, pset.assignment(), fanouts=list(cfg.sampler.fanouts),
+                                method=cfg.partition.method, steps=list(pset.meta.steps),
+                                num_parts=pset.num_parts, partition_path=pset.path)
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from partition.methods import assign_parts, vertex_weights
 from partition.multilevel import GraphBlocks, blocked_parts, check_balance, coarsen
 from partition.parallel import partition_chunks, run_chunks
 from partition.steps import StepRecorder
-from tests.partition.conftest import planted_blocks
+from tests.partition.conftest import graph_from_edges, planted_blocks
 
 ROWS = 40  # rows per block: the messy graph (120 nodes) is 3 blocks, the planted one 15
 
@@ -143,3 +143,26 @@ def test_partition_package_stays_ray_free() -> None:
             "print([m for m in sys.modules if m == 'ray' or m.startswith('ray.')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("method", ["metis", "multilevel", "chunks"])
+def test_unmeetable_balance_is_refused_before_any_work(ray_local: None, method: str, tmp_path: Path) -> None:
+    """A hub with more in-edges than a part may hold: refused naming the constraint, the
+    node, its weight and the limit; the partition root holds nothing."""
+    n = 60
+    hub = np.zeros(n - 1, dtype=np.int64)
+    ring = np.arange(n)
+    star = graph_from_edges(np.concatenate([hub, ring]), np.concatenate([np.arange(1, n), (ring + 1) % n]), n,
+                            undirected=True, name="star")
+    cfg = PartitionConfig(method="multilevel" if method == "chunks" else method, parts=8)
+    root = tmp_path / "parts"
+    root.mkdir()
+    # hub in-degree 59 of 234 in-edges (ring edges at the hub are star edges): 1.05 * 234 / 8 = 30.7
+    want = r"'edges' cannot be met with partition.parts=8 .*node 0 alone weighs 59, above the 30.7 .*balance_edges=false"
+    with pytest.raises(PartitionError, match=want):
+        if method == "chunks":
+            partition_chunks(write_chunks(star, tmp_path / "c", edges_per_chunk=50), cfg, root, progress=False)
+        else:
+            build_partition_set(star, cfg, root)
+    assert list(root.iterdir()) == []
+    build_partition_set(star, PartitionConfig(method=cfg.method, parts=8, balance_edges=False), root)  # the fix

@@ -247,7 +247,9 @@ def _metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, all
     """
     with tempfile.TemporaryDirectory(prefix="gnntrain-coarse-") as d:
         arrays = {"xadj": sym.xadj, "adjncy": sym.adjncy, "vw": vw, "allowed": allowed}
-        np.savez(Path(d) / "in.npz", **arrays, **({"adjwgt": adjwgt} if adjwgt is not None else {}))
+        if adjwgt is not None:
+            arrays["adjwgt"] = adjwgt
+        np.savez(Path(d) / "in.npz", allow_pickle=False, **arrays)
         (Path(d) / "cfg.json").write_text(cfg.model_dump_json())
         code = "import sys; from partition.multilevel import _metis_main; _metis_main(sys.argv[1])"
         run = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)

@@ -65,7 +65,7 @@ def raw_config(root: Path) -> dict[str, Any]:
         "train": {"epochs": 4, "checkpoint_every": 1, "keep_checkpoints": 10,
                   "run_root": str(root / "runs")},
         "cluster": {"workers": 2, "call_timeout_s": 60, "collective_timeout_s": 8,
-                    "stall_timeout_s": 60},
+                    "stall_timeout_s": 300},
     }
 
 
@@ -245,7 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="one worker exit, 2 epochs (seconds)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run every scenario N times with the cores saturated (default 1: once, no load)")
+    ap.add_argument("--only", action="append", default=[], metavar="SCENARIO",
+                    help="run only this scenario (repeatable), e.g. --only 'exit 2/5'")
     args = ap.parse_args(argv)
+    names = [n for n, _, _ in plan(args.smoke)] + ([] if args.smoke else ["coordinator kill + resume"])
+    if unknown := [n for n in args.only if n not in names]:
+        ap.error(f"--only {unknown[0]!r}: expected one of {names}")
+    chosen = set(args.only or names)
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: must be >= 1")
     tag = "faults-smoke" if args.smoke else "faults" if args.repeat == 1 else f"faults-repeat{args.repeat}"
@@ -278,12 +284,14 @@ def main(argv: list[str] | None = None) -> int:
         with saturated(load):
             for rep in range(args.repeat):
                 for name, overrides, killer in plan(args.smoke):
+                    if name not in chosen:
+                        continue
                     rows.append({**run_case(name, case(rep, name, *overrides), ref, killer=killer), "repeat": rep})
                     r = rows[-1]
                     print(f"  [{rep + 1}/{args.repeat}] {name}: "
                           f"{'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
                           f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}", flush=True)
-    if not args.smoke:
+    if "coordinator kill + resume" in chosen:
         with saturated(load):
             for rep in range(args.repeat):
                 (root / f"coord{rep}").mkdir(parents=True, exist_ok=True)

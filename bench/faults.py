@@ -1,7 +1,14 @@
 """Fault drills: inject each failure the runtime must survive and check the result.
 
-    python -m bench.faults            # every scenario of tests/faults (about 3 min)
-    python -m bench.faults --smoke    # one worker exit (seconds)
+    python -m bench.faults              # every scenario of tests/faults once (about 3 min)
+    python -m bench.faults --smoke      # one worker exit (seconds)
+    python -m bench.faults --repeat 20  # every scenario 20 times, cores saturated: k/N identical
+
+``--repeat N`` runs every scenario N times while busy-loop processes (one per core, started
+and always stopped by this module) saturate the machine, each run partitioning the graph
+afresh (the partition is part of what must be reproducible), and reports per scenario how
+many of the N runs ended bit-identical to the undisturbed run: the model and optimizer
+state of every rank (the checkpoint's ``rank_digests``), not only rank 0's parameters.
 
 Every scenario trains the same small run (synthetic 1,500 nodes, 2 Ray workers, 4
 epochs, a checkpoint every epoch, collective timeout 8 s) and must finish with final
@@ -32,16 +39,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psutil
-import torch
 import yaml
 
 from bench.epoch import OUT, REPO, machine, quiet
 from bench.verdict import check, conclude
-from gnntrain.checkpoint import load_latest
+from gnntrain.checkpoint import load_latest, state_digest
 from gnntrain.config import RunConfig, load_config
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.ray_group import worker_processes
@@ -57,22 +65,38 @@ def raw_config(root: Path) -> dict[str, Any]:
         "train": {"epochs": 4, "checkpoint_every": 1, "keep_checkpoints": 10,
                   "run_root": str(root / "runs")},
         "cluster": {"workers": 2, "call_timeout_s": 60, "collective_timeout_s": 8,
-                    "epoch_timeout_s": 60},
+                    "stall_timeout_s": 300},
     }
 
 
-def params(run_dir: Path) -> dict[str, torch.Tensor]:
+def params(run_dir: Path) -> dict[str, Any]:
+    """The run's final checkpoint: model, optimizer, and every rank's state digest."""
     ckpt = load_latest(RunDir(run_dir))
     if ckpt is None:
         raise RuntimeError(f"{run_dir} has no checkpoint")
-    return dict(ckpt["model"])
+    return ckpt
 
 
-def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Bit-identical model and optimizer state, on every rank of ``a``."""
+    want = state_digest(b)
+    return state_digest(a) == want and all(d == want for d in a.get("rank_digests") or [want])
 
 
-def run_case(name: str, cfg: RunConfig, ref: dict[str, torch.Tensor] | None,
+@contextmanager
+def saturated(procs: int) -> Iterator[list[int]]:
+    """``procs`` busy-loop processes for the duration (none for 0); always killed."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
+    try:
+        yield [p.pid for p in busy]
+    finally:
+        for p in busy:
+            p.kill()
+        for p in busy:
+            p.wait(timeout=30)
+
+
+def run_case(name: str, cfg: RunConfig, ref: dict[str, Any] | None,
              killer: bool = False) -> dict[str, Any]:
     from gnntrain.runtime.coordinator import run_training
 
@@ -117,7 +141,7 @@ def run_case(name: str, cfg: RunConfig, ref: dict[str, torch.Tensor] | None,
     return row
 
 
-def coordinator_kill(root: Path, ref: dict[str, torch.Tensor]) -> dict[str, Any]:
+def coordinator_kill(root: Path, ref: dict[str, Any]) -> dict[str, Any]:
     """SIGKILL ``python -m gnntrain.run`` after its second checkpoint, then resume here."""
     from gnntrain.runtime.coordinator import run_training
 
@@ -196,11 +220,41 @@ def _fmt(v: list[Any] | None) -> str:
     return ",".join("-" if x is None else (f"{x:.1f}" if isinstance(x, float) else str(x)) for x in v)
 
 
+def plan(smoke: bool) -> list[tuple[str, list[str], bool]]:
+    """(scenario, config overrides, kill a worker from outside) of every Ray scenario."""
+    cases: list[tuple[str, list[str], bool]] = [
+        ("exit 0/1", ["train.max_failures=1", "faults.kind=exit", "faults.rank=1", "faults.epoch=0",
+                      "faults.step=1"], False)]
+    if smoke:
+        return cases
+    return cases + [
+        ("exit 1/0", ["train.max_failures=1", "faults.kind=exit", "faults.rank=1", "faults.epoch=1",
+                      "faults.step=0"], False),
+        ("exit 2/5", ["train.max_failures=1", "faults.kind=exit", "faults.rank=1", "faults.epoch=2",
+                      "faults.step=5"], False),
+        ("external kill", ["train.max_failures=2"], True),
+        ("raise 1/2", ["train.max_failures=1", "faults.kind=raise", "faults.rank=0", "faults.epoch=1",
+                       "faults.step=2"], False),
+        ("stall 2/1", ["train.max_failures=1", "faults.kind=stall", "faults.rank=1", "faults.epoch=2",
+                       "faults.step=1"], False),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="one worker exit, 2 epochs (seconds)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run every scenario N times with the cores saturated (default 1: once, no load)")
+    ap.add_argument("--only", action="append", default=[], metavar="SCENARIO",
+                    help="run only this scenario (repeatable), e.g. --only 'exit 2/5'")
     args = ap.parse_args(argv)
-    tag = "faults-smoke" if args.smoke else "faults"
+    names = [n for n, _, _ in plan(args.smoke)] + ([] if args.smoke else ["coordinator kill + resume"])
+    if unknown := [n for n in args.only if n not in names]:
+        ap.error(f"--only {unknown[0]!r}: expected one of {names}")
+    chosen = set(args.only or names)
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: must be >= 1")
+    tag = "faults-smoke" if args.smoke else "faults" if args.repeat == 1 else f"faults-repeat{args.repeat}"
     root = OUT / "runs" / tag
     import shutil
 
@@ -210,46 +264,45 @@ def main(argv: list[str] | None = None) -> int:
         base_raw["train"]["epochs"] = 2
     base = load_config(raw=base_raw)
 
-    def case(*overrides: str) -> RunConfig:
-        return load_config(raw=base_raw, overrides=list(overrides))
+    def case(rep: int, name: str, *overrides: str) -> RunConfig:
+        # with repeats every run partitions afresh: the parts must be reproducible too
+        slug = name.replace(" ", "_").replace("/", "-")
+        own = [f"partition.root={root / 'parts' / f'{rep}-{slug}'}"]
+        return load_config(raw=base_raw, overrides=[*overrides, *(own if args.repeat > 1 else [])])
 
     t_start = time.perf_counter()
     info = machine()
     from gnntrain.runtime.cluster import ray_session
 
     rows: list[dict[str, Any]] = []
+    load = (os.cpu_count() or 1) if args.repeat > 1 else 0
     with ray_session(base.cluster, 2):
-        ref_row = run_case("undisturbed (reference)", base, None)
+        ref_row = run_case("undisturbed (reference)", base, None)  # measured without load
         if not ref_row["finished"]:
             return conclude("faults", [check("the undisturbed run finishes", False, str(ref_row["error"]))])
         ref = params(Path(ref_row["run_dir"]))
-        plan: list[tuple[str, RunConfig, bool]] = [
-            ("exit 0/1", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
-                              "faults.epoch=0", "faults.step=1"), False),
-        ]
-        if not args.smoke:
-            plan[1:] = [
-                ("exit 1/0", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
-                                  "faults.epoch=1", "faults.step=0"), False),
-                ("exit 2/5", case("train.max_failures=1", "faults.kind=exit", "faults.rank=1",
-                                  "faults.epoch=2", "faults.step=5"), False),
-                ("external kill", case("train.max_failures=2"), True),
-                ("raise 1/2", case("train.max_failures=1", "faults.kind=raise", "faults.rank=0",
-                                   "faults.epoch=1", "faults.step=2"), False),
-            ]
-            plan.append(("stall 2/1", case("train.max_failures=1", "faults.kind=stall",
-                                           "faults.rank=1", "faults.epoch=2", "faults.step=1"), False))
-        for name, cfg, killer in plan:
-            rows.append(run_case(name, cfg, ref, killer=killer))
-            r = rows[-1]
-            print(f"  {name}: {'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
-                  f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}")
-    if not args.smoke:
-        rows.append(coordinator_kill(root, ref))
-        print(f"  coordinator kill + resume: {'ok' if rows[-1]['correct'] else 'WRONG'}")
+        with saturated(load):
+            for rep in range(args.repeat):
+                for name, overrides, killer in plan(args.smoke):
+                    if name not in chosen:
+                        continue
+                    rows.append({**run_case(name, case(rep, name, *overrides), ref, killer=killer), "repeat": rep})
+                    r = rows[-1]
+                    print(f"  [{rep + 1}/{args.repeat}] {name}: "
+                          f"{'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
+                          f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}", flush=True)
+    if "coordinator kill + resume" in chosen:
+        with saturated(load):
+            for rep in range(args.repeat):
+                (root / f"coord{rep}").mkdir(parents=True, exist_ok=True)
+                rows.append({**coordinator_kill(root / f"coord{rep}", ref), "repeat": rep})
+                print(f"  [{rep + 1}/{args.repeat}] coordinator kill + resume: "
+                      f"{'ok' if rows[-1]['correct'] else 'WRONG'}", flush=True)
     total = time.perf_counter() - t_start
     print(f"\nfault drills: 2 Ray workers, {base.train.epochs} epochs, checkpoint every epoch; "
-          f"undisturbed run {ref_row['wall_s']:.1f} s")
+          f"undisturbed run {ref_row['wall_s']:.1f} s"
+          + (f"; {args.repeat} runs per scenario with {load} busy-loop processes on "
+             f"{os.cpu_count()} cores" if args.repeat > 1 else ""))
     print(f"{'scenario':<26} {'inj':>3} {'finished':>8} {'correct':>7} {'blamed':>6} {'detect s':>8} "
           f"{'recovery s':>10} {'redone':>6} {'wall s':>7}")
     for r in rows:
@@ -265,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['resume_s']:.1f} s (Ray start, reload, the remaining epochs)")
     print("detect s = attempt start -> failure detected; recovery s = detected -> new workers "
           "ready; redone = finished epochs trained again (the interrupted one always is)")
+    per: dict[str, list[bool]] = {}
+    for r in rows:
+        per.setdefault(r["scenario"], []).append(bool(r["finished"] and r.get("correct")))
+    print("\nidentical to the undisturbed run (every rank's model and optimizer state), per scenario:")
+    for name, oks in per.items():
+        print(f"  {name:<26} {sum(oks)}/{len(oks)}")
     injected = sum(r["injected"] for r in rows)
     correct = sum(1 for r in rows if r["finished"] and r.get("correct"))
     print(f"\nfaults injected {injected}, runs finished with the undisturbed parameters {correct}/"
@@ -272,11 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{tag}.json"
     out: dict[str, Any] = {"machine": info, "reference_s": ref_row["wall_s"], "rows": rows,
+                           "repeat": args.repeat, "load_processes": load,
+                           "identical": {k: [sum(v), len(v)] for k, v in per.items()},
                            "injected": injected, "correct": correct, "total_s": total}
     status = conclude("faults", [
-        check(f"{r['scenario']}: finishes with the undisturbed parameters",
-              bool(r["finished"] and r.get("correct")),
-              f"finished {r['finished']}, correct {r.get('correct')}, error {r['error']}") for r in rows], out)
+        check(f"{name}: {sum(oks)}/{len(oks)} runs finish with the undisturbed state", all(oks))
+        for name, oks in per.items()], out)
     path.write_text(json.dumps(out, indent=1, default=str))
     print(f"wrote {path}")
     shutil.rmtree(root, ignore_errors=True)

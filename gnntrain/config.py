@@ -485,9 +485,17 @@ class ClusterConfig(_Frozen):
     cpus_per_worker: float | None = Field(None, gt=0)
     gpus_per_worker: float | None = Field(None, gt=0, le=1, description="fraction of a GPU per worker "
                                           "with train.device=cuda; default: the GPUs shared evenly")
-    call_timeout_s: float = Field(120.0, gt=0)
-    collective_timeout_s: float = Field(120.0, gt=0)
-    epoch_timeout_s: float = Field(1800.0, gt=0)
+    call_timeout_s: float = Field(120.0, gt=0, description="per-message limit of a peer's "
+                                  "sampling, feature or hidden-row request")
+    collective_timeout_s: float = Field(120.0, gt=0, description="limit of one all-reduce")
+    stall_timeout_s: float = Field(
+        300.0, gt=0, description="a worker busy with a coordinator call (start-up, training, "
+        "evaluation, prediction, checkpoint) fails only when it has made no progress for this "
+        "long: no step, batch or layer counted and no CPU time used by its training thread, "
+        "while none of the other busy workers made progress either. Long phases that make "
+        "progress are never cut off")
+    epoch_timeout_s: float | None = Field(None, gt=0, description="optional hard limit on one "
+                                          "training epoch's wall time; off by default")
     connect_timeout_s: float = Field(20.0, gt=0)
 
     @model_validator(mode="after")
@@ -517,14 +525,18 @@ class FaultConfig(_Frozen):
     """Fault injection for tests and drills: worker ``rank`` fails at (``epoch``, ``step``).
 
     ``raise`` raises in the training step, ``exit`` kills the worker process, ``stall``
-    stops answering (sleeps) so that timeouts and the watchdog are exercised. Off by default.
+    stops answering (sleeps) so that timeouts and the stall detection are exercised. Two
+    kinds are slow but never stalled, and must not be failed: ``slow`` sleeps ``seconds``
+    after every step from (``epoch``, ``step``) on, ``busy`` computes for ``seconds`` once
+    at (``epoch``, ``step``) without advancing its step. Off by default.
     """
 
-    kind: Literal["none", "raise", "exit", "stall"] = "none"
+    kind: Literal["none", "raise", "exit", "stall", "slow", "busy"] = "none"
     rank: int = Field(0, ge=0)
     epoch: int = Field(0, ge=0)
     step: int = Field(0, ge=0)
     times: int = Field(1, ge=1, description="how many attempts of the run the fault hits")
+    seconds: float = Field(1.0, gt=0, description="the delay of kind slow / busy")
 
 
 class RunConfig(_Frozen):

@@ -233,7 +233,11 @@ def _metis_parts(graph: Graph, cfg: PartitionConfig, steps: StepRecorder) -> np.
         sym = symmetrize(graph, lib.idx_dtype)
         w, _ = vertex_weights(graph, cfg)
     with steps("metis"):
-        return metis_balanced(sym, w, cfg, allowed_loads(w, cfg.parts, cfg.imbalance))
+        # in a process of its own: METIS draws from the C library's rand(), which any other
+        # thread of this process (Ray's, after ray.init) may draw from at the same time
+        from partition.multilevel import _metis_in_child
+
+        return _metis_in_child(sym, w, cfg, allowed_loads(w, cfg.parts, cfg.imbalance), None)
 
 
 def metis_balanced(sym: SymmetricCSR, w: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,

@@ -237,7 +237,7 @@ def _partition_coarse(pieces: Sequence[tuple[np.ndarray, np.ndarray]], cw: np.nd
 
 
 def _metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
-                    adjwgt: np.ndarray) -> np.ndarray:
+                    adjwgt: np.ndarray | None) -> np.ndarray:
     """:func:`~partition.methods.metis_balanced` in a fresh Python process.
 
     METIS draws from the C library's ``rand()``, which every thread of the process shares:
@@ -246,7 +246,10 @@ def _metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, all
     of the input again, and its memory is freed when it ends.
     """
     with tempfile.TemporaryDirectory(prefix="gnntrain-coarse-") as d:
-        np.savez(Path(d) / "in.npz", xadj=sym.xadj, adjncy=sym.adjncy, vw=vw, allowed=allowed, adjwgt=adjwgt)
+        arrays = {"xadj": sym.xadj, "adjncy": sym.adjncy, "vw": vw, "allowed": allowed}
+        if adjwgt is not None:
+            arrays["adjwgt"] = adjwgt
+        np.savez(Path(d) / "in.npz", allow_pickle=False, **arrays)
         (Path(d) / "cfg.json").write_text(cfg.model_dump_json())
         code = "import sys; from partition.multilevel import _metis_main; _metis_main(sys.argv[1])"
         run = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
@@ -261,7 +264,7 @@ def _metis_main(d: str) -> None:
     a = np.load(Path(d) / "in.npz")
     cfg = PartitionConfig.model_validate_json((Path(d) / "cfg.json").read_text())
     parts = metis_balanced(SymmetricCSR(xadj=a["xadj"], adjncy=a["adjncy"]), a["vw"], cfg, a["allowed"],
-                           a["adjwgt"])
+                           a["adjwgt"] if "adjwgt" in a.files else None)
     np.save(Path(d) / "parts.npy", parts)
 
 

@@ -1,7 +1,8 @@
 """Injected faults (the ``faults:`` config section), for drills and tests.
 
 A :class:`FaultInjector` is a step hook: the worker calls it after every training step,
-and on worker ``rank`` at (``epoch``, ``step``) it raises, kills the process, or stalls.
+and on worker ``rank`` at (``epoch``, ``step``) it raises, kills the process, stalls, or
+is slow without stalling (``slow``: sleeps after every step; ``busy``: computes for a while).
 It is installed only when ``faults.kind`` is not ``none``, so production training never
 carries it.
 """
@@ -27,7 +28,18 @@ class FaultInjector:
 
     def __call__(self, epoch: int, step: int) -> None:
         f = self.cfg
-        if (epoch, step) != (f.epoch, f.step) or self.attempt >= f.times:
+        if self.attempt >= f.times:
+            return
+        if f.kind == "slow":
+            if (epoch, step) >= (f.epoch, f.step):
+                time.sleep(f.seconds)  # slow, but every step still moves the counters
+            return
+        if (epoch, step) != (f.epoch, f.step):
+            return
+        if f.kind == "busy":  # long work without a step counted: CPU time shows it is alive
+            end = time.thread_time() + f.seconds
+            while time.thread_time() < end:
+                sum(range(10_000))
             return
         if f.kind == "raise":
             raise RuntimeError(f"injected fault: worker {self.rank} raises at epoch {epoch} step {step}")

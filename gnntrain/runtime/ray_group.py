@@ -7,8 +7,13 @@ threads: peers' sampling, feature and hidden-row requests, :data:`SERVE_CALLS`).
 therefore answers its peers while it trains, and all-to-all requests cannot deadlock
 (RAY-NOTES: mutual calls hang unless the callee serves concurrently).
 
-Every ``ray.get`` has a timeout; a dead or stuck worker raises :class:`WorkerFailure`
-naming the worker and the cause. Gradients are summed with torch.distributed (gloo on
+The coordinator's waits detect stalls, not long work: while workers are busy with a call
+it polls each one's progress (phase, epoch, step or layer, answered on a serving thread,
+plus the CPU time of its training thread) and fails the group only when none of the busy
+workers has moved for ``cluster.stall_timeout_s`` (:class:`StallWatch`). A dead, raising
+or stalled worker raises :class:`WorkerFailure` naming the worker, its phase, epoch and
+step, and the cause; a long evaluation that keeps counting batches or layers, or keeps
+computing, runs to its end. Peer requests keep a per-message timeout. Gradients are summed with torch.distributed (gloo on
 CPU, NCCL on CUDA) whose process group carries the collective timeout.
 """
 
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -115,6 +122,7 @@ class WorkerActor:
         self.num_classes = int(pset.num_classes)
         self.worker: Worker | None = None
         self._store: Any = None
+        self._train_thread: int | None = None  # pthread id of the thread running coordinator calls
 
     def address(self) -> tuple[str, int]:
         """Open the gloo rendezvous store on a port the OS picks, and return this node's IP
@@ -170,6 +178,7 @@ class WorkerActor:
 
     def call(self, name: str, *args: Any) -> Any:
         """A coordinator call (train group), by name: :data:`CALLS`."""
+        self._train_thread = threading.get_ident()
         return self._w().call(name, *args)
 
     def serve(self, name: str, *args: Any) -> Any:
@@ -186,9 +195,88 @@ class WorkerActor:
         return self.rank
 
     def progress(self) -> dict[str, Any]:
-        """Where the training thread is; answered on a serving thread, so even a stuck
+        """Where the training thread is, and the CPU seconds it has used (``cpu_s``, None
+        where the platform cannot tell); answered on a serving thread, so even a stuck
         worker answers (a dead one does not)."""
-        return self.worker.progress if self.worker is not None else {"phase": "starting"}
+        out = self.worker.progress if self.worker is not None else {"phase": "starting"}
+        return {**out, "cpu_s": _thread_cpu_s(self._train_thread)}
+
+
+def _thread_cpu_s(ident: int | None) -> float | None:
+    """CPU seconds used so far by the thread ``ident`` (``threading.get_ident()``)."""
+    if ident is None or not hasattr(time, "pthread_getcpuclockid"):
+        return None
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class StallWatch:
+    """When each worker last made progress, from successive :meth:`WorkerActor.progress`
+    answers. A worker moved when its phase/epoch/step/layer changed or its training thread
+    used CPU time (at least ``min_cpu_share`` of the wall time since it last moved, so a
+    thread blocked in a wait, whose clock creeps by microseconds, does not count)."""
+
+    limit_s: float
+    min_cpu_share: float = 0.01
+    _where: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    _cpu: dict[int, float] = field(default_factory=dict)
+    _moved_at: dict[int, float] = field(default_factory=dict)
+
+    def start(self, ranks: list[int], now: float) -> None:
+        for r in ranks:
+            self._moved_at[r] = now
+
+    def update(self, rank: int, prog: dict[str, Any], now: float) -> None:
+        if str(prog.get("phase", "")).startswith(("dead", "not answering")):
+            return  # silence is never progress
+        where = tuple(sorted((k, str(v)) for k, v in prog.items() if k not in ("cpu_s", "rank")))
+        cpu = prog.get("cpu_s")
+        if rank not in self._where:  # the first answer is the baseline
+            self._where[rank] = where
+            if cpu is not None:
+                self._cpu[rank] = cpu
+            return
+        since = now - self._moved_at.get(rank, now)
+        moved = where != self._where.get(rank)
+        if cpu is not None and rank in self._cpu:
+            used = cpu - self._cpu[rank]
+            moved = moved or (used > 0.02 and used >= self.min_cpu_share * since)
+        if moved:
+            self._where[rank] = where
+            if cpu is not None:
+                self._cpu[rank] = cpu
+        if moved:
+            self._moved_at[rank] = now
+
+    def still_for(self, rank: int, now: float) -> float:
+        """Seconds since ``rank`` last moved."""
+        return now - self._moved_at.get(rank, now)
+
+    def stalled(self, ranks: list[int], now: float) -> bool:
+        """None of ``ranks`` has moved for the limit."""
+        return bool(ranks) and all(self.still_for(r, now) >= self.limit_s for r in ranks)
+
+
+def _where(p: dict[str, Any]) -> str:
+    """``phase`` and, where known, ``epoch``, ``step`` and ``layer`` of a progress answer."""
+    return " ".join([str(p.get("phase"))] + [f"{k} {p[k]}" for k in ("epoch", "step", "layer") if k in p])
+
+
+def _behind(prog: list[dict[str, Any]], default: int) -> int:
+    """The worker to blame among ``prog``: a dead or silent one, else the one furthest
+    behind (lowest epoch, step), else ``default``."""
+    dead = [p for p in prog if str(p.get("phase", "")).startswith(("dead", "not answering"))]
+    if dead:
+        return int(dead[0]["rank"])
+    placed = [p for p in prog if "step" in p and "epoch" in p]
+    if len(placed) > 1:
+        keys = [(p["epoch"], p["step"]) for p in placed]
+        if max(keys) > min(keys):
+            return int(placed[keys.index(min(keys))]["rank"])
+    return default
 
 
 def worker_processes(root: Any = None) -> list[Any]:
@@ -225,6 +313,11 @@ def actor_class(serve_threads: int = 4) -> Any:
     return ray.remote(concurrency_groups={"train": 1, "serve": serve_threads})(cls)  # type: ignore[call-overload]
 
 
+STARTUP_S = 120.0
+"""The least time a worker may take to start (import torch and PyG, load its part) on a
+loaded machine before it is reported as stalled."""
+
+
 class RayGroup(WorkerGroup):
     """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
 
@@ -232,7 +325,7 @@ class RayGroup(WorkerGroup):
                  attempt: int = 0) -> None:
         self.cfg = cfg
         self.world = world
-        self.timeout = cfg.cluster.call_timeout_s
+        self.stall_s = cfg.cluster.stall_timeout_s
         self.control_bytes = np.zeros(world, dtype=np.int64)
         self.control_messages = np.zeros(world, dtype=np.int64)
         total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
@@ -263,8 +356,11 @@ class RayGroup(WorkerGroup):
                         ).remote(raw, part_path, r, world, model, task)
             for r in range(world)]
         try:
-            master = self._get([self.actors[0].address.remote()], "start-up")[0]
-            self.pids = self._get([a.pid.remote() for a in self.actors], "start-up")
+            # an actor still being built (imports, loading its part) cannot answer: start-up
+            # gets at least STARTUP_S
+            up = max(self.stall_s, STARTUP_S)
+            master = self._get([self.actors[0].address.remote()], "start-up", ranks=[0], stall_s=up)[0]
+            self.pids = self._get([a.pid.remote() for a in self.actors], "start-up", stall_s=up)
             backend = "nccl" if gpus >= 1 else "gloo"  # NCCL needs one GPU per rank
             infos = self._get([a.setup.remote(self.actors, master, attempt, backend)
                                for a in self.actors], "setup")
@@ -273,62 +369,83 @@ class RayGroup(WorkerGroup):
             raise
         self.infos = [WorkerInfo(**i) for i in infos]
 
-    def diagnose(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+    def diagnose(self, timeout_s: float = 5.0, ranks: list[int] | None = None) -> list[dict[str, Any]]:
         """Each worker's progress (or that it does not answer), to name a stuck worker."""
-        refs = [a.progress.remote() for a in self.actors]
+        ranks = list(range(len(self.actors))) if ranks is None else ranks
+        refs = {r: self.actors[r].progress.remote() for r in ranks}
+        deadline = time.monotonic() + timeout_s
         out: list[dict[str, Any]] = []
-        for r, ref in enumerate(refs):
+        for r, ref in refs.items():
             try:
-                out.append({"rank": r, **ray.get(ref, timeout=timeout_s)})
+                out.append({"rank": r, **ray.get(ref, timeout=max(0.01, deadline - time.monotonic()))})
             except GetTimeoutError:
                 out.append({"rank": r, "phase": "not answering"})
             except RayError as e:
                 out.append({"rank": r, "phase": f"dead ({e.__class__.__name__})"})
         return out
 
-    def _culprit(self, rank: int, cause: str, phase: str) -> WorkerFailure:
+    def _culprit(self, rank: int, cause: str, phase: str,
+                 prog: list[dict[str, Any]] | None = None) -> WorkerFailure:
         """Blame the worker that is dead, silent, or furthest behind, not its waiting peers."""
         try:
-            prog = self.diagnose()
+            prog = prog or self.diagnose()
         except Exception:  # noqa: BLE001 - diagnosis is best effort
             return WorkerFailure(rank, phase, cause)
-        dead = [p for p in prog if str(p.get("phase", "")).startswith(("dead", "not answering"))]
-        training = [p for p in prog if p.get("phase") == "train"]
-        culprit = rank
-        if dead:
-            culprit = dead[0]["rank"]
-        elif len(training) > 1 and "step" in training[0]:
-            steps = [p["step"] for p in training]
-            if max(steps) > min(steps):
-                culprit = training[int(np.argmin(steps))]["rank"]
-        state = "; ".join(f"worker {p['rank']}: {p.get('phase')}"
-                          + (f" epoch {p['epoch']} step {p['step']}" if "step" in p else "") for p in prog)
+        culprit = _behind(prog, rank)
+        state = "; ".join(f"worker {p['rank']}: {_where(p)}" for p in prog)
         note = f"\nworkers at failure: {state}"
         if culprit != rank:
             note += f"\n(worker {rank} reported the error; worker {culprit} is the one behind)"
         return WorkerFailure(culprit, phase, cause + note)
 
-    def _get(self, refs: list[Any], phase: str, timeout: float | None = None) -> list[Any]:
-        """``ray.get`` with a deadline; failures name the worker and the cause."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+    def _get(self, refs: list[Any], phase: str, timeout: float | None = None,
+             ranks: list[int] | None = None, stall_s: float | None = None) -> list[Any]:
+        """Wait for the replies of ``refs`` (from workers ``ranks``, default ``0..``): as long
+        as one of the workers still busy makes progress (see :class:`StallWatch`), and at
+        most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Failures
+        name the worker and the cause."""
+        stall_s = stall_s or self.stall_s
+        ranks = list(range(len(refs))) if ranks is None else ranks
+        rank_of = {id(ref): r for ref, r in zip(refs, ranks, strict=True)}
+        t0 = time.monotonic()
+        deadline = t0 + timeout if timeout else None
+        watch = StallWatch(stall_s)
+        watch.start(ranks, t0)
+        poll = min(5.0, max(0.2, stall_s / 10))
+        next_poll = t0 + poll
         pending = list(refs)
         while pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                ranks = [refs.index(r) for r in pending]
-                raise self._culprit(ranks[0], phase=phase, cause=(
-                    f"no reply within {timeout or self.timeout:.0f}s (workers still busy: {ranks})"))
-            done, pending = ray.wait(pending, num_returns=1, timeout=left)
+            now = time.monotonic()
+            busy = [rank_of[id(r)] for r in pending]
+            if deadline is not None and now >= deadline:
+                raise self._culprit(busy[0], phase=phase, cause=(
+                    f"no reply within {timeout:.0f}s (workers still busy: {busy})"))
+            if now >= next_poll:
+                prog = self.diagnose(timeout_s=poll, ranks=busy)
+                now = time.monotonic()
+                for p in prog:
+                    watch.update(p["rank"], p, now)
+                if watch.stalled(busy, now):
+                    culprit = _behind(prog, busy[0])
+                    still = watch.still_for(culprit, now)
+                    raise self._culprit(culprit, phase=phase, prog=prog, cause=(
+                        f"worker {culprit} made no progress for {still:.0f}s "
+                        f"(limit {stall_s:g}s, cluster.stall_timeout_s) at "
+                        f"{_where(next(p for p in prog if p['rank'] == culprit))}; "
+                        f"workers still busy: {busy}"))
+                next_poll = now + poll
+            wait_s = next_poll - now if deadline is None else min(next_poll, deadline) - now
+            done, pending = ray.wait(pending, num_returns=1, timeout=max(0.01, wait_s))
             for ref in done:
                 try:
                     ray.get(ref)
                 except RayTaskError as e:
-                    raise self._culprit(refs.index(ref), phase=phase, cause=f"raised:\n{e}") from None
+                    raise self._culprit(rank_of[id(ref)], phase=phase, cause=f"raised:\n{e}") from None
                 except RayActorError as e:
-                    raise WorkerFailure(refs.index(ref), phase, f"process died ({e.__class__.__name__}): "
+                    raise WorkerFailure(rank_of[id(ref)], phase, f"process died ({e.__class__.__name__}): "
                                         f"{str(e)[-4000:]}") from None
                 except RayError as e:
-                    raise WorkerFailure(refs.index(ref), phase, repr(e)) from None
+                    raise WorkerFailure(rank_of[id(ref)], phase, repr(e)) from None
         return ray.get(refs)
 
     def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
@@ -341,7 +458,7 @@ class RayGroup(WorkerGroup):
         return out
 
     def call_one(self, rank: int, name: str, *args: Any, phase: str) -> Any:
-        return self._get([self.actors[rank].call.remote(name, *args)], phase)[0]
+        return self._get([self.actors[rank].call.remote(name, *args)], phase, ranks=[rank])[0]
 
     def take_control(self) -> tuple[list[int], list[int]]:
         b, m = self.control_bytes.tolist(), self.control_messages.tolist()

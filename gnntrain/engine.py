@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from gnntrain.models import flat_grads, set_flat_grads
+from gnntrain.precision import FP32, Precision
 from gnntrain.tasks import MetricState, SeedBatch, Task
 from samplers import Block, NeighborSampler, PreparedBatch, SampledBatch, prepare
 
@@ -198,17 +199,20 @@ class EpochStats:
 
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, item: Prepared,
-               allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None) -> None:
+               allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None,
+               precision: Precision = FP32) -> None:
     """One synchronous step. Every worker calls it once per step, even with an empty batch,
-    so the all-reduce always has all participants."""
+    so the all-reduce always has all participants. ``precision``: the forward and loss run
+    under its autocast; gradients, their all-reduce and the optimizer stay float32."""
     device = device or torch.device("cpu")
     model.train()
     opt.zero_grad(set_to_none=False)
     t0 = time.perf_counter()
     local = torch.zeros(2, device=device)
     if item.batch is not None:
-        out = task.training_step(model, item.batch.to(device, non_blocking=True))
-        out.loss_sum.backward()
+        with precision.autocast():
+            out = task.training_step(model, item.batch.to(device, non_blocking=True))
+        precision.backward(out.loss_sum)
         local = torch.stack([torch.tensor(float(out.count), device=device),
                              out.loss_sum.detach().to(torch.float32)])
         stats.state = task.merge([stats.state, out.state])
@@ -229,7 +233,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
         offset += b.numel()
     if count > 0:
         set_flat_grads(model, buf[:n_grad] / count)
-        opt.step()
+        precision.step(opt)
     stats.steps += 1
     stats.examples += int(local[0])
     stats.loss_sum += float(local[1])
@@ -244,12 +248,12 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
 def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pipeline: BatchPipeline,
               allreduce: AllReduce, epoch: int,
               on_step: Callable[[int], None] | None = None,
-              device: torch.device | None = None) -> EpochStats:
+              device: torch.device | None = None, precision: Precision = FP32) -> EpochStats:
     stats = EpochStats(epoch=epoch)
     t0 = time.perf_counter()
     try:
         for step, item in enumerate(pipeline):
-            train_step(model, opt, task, item, allreduce, stats, device)
+            train_step(model, opt, task, item, allreduce, stats, device, precision)
             if on_step is not None:
                 on_step(step)
     finally:
@@ -261,14 +265,16 @@ def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pi
 
 @torch.no_grad()
 def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.ndarray,
-                  local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192) -> Tensor:
+                  local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192,
+                  precision: Precision = FP32) -> Tensor:
     """Layer ``layer`` (the model's ``layer(i, block, h)``) for every destination row of a
     CSR, over all in-neighbours.
 
     ``h_all`` holds the previous layer's rows of every node the CSR names, in the same
     local numbering as ``local_indices``; destination row ``r`` is local node ``r``
     (owned rows come first). Rows are processed in chunks, each one block whose dst nodes
-    are the chunk's rows, to bound memory.
+    are the chunk's rows, to bound memory. The layer runs under ``precision``'s autocast;
+    the rows returned are float32 (peers read them as float32 arrays).
     """
     model.eval()
     device = next(model.parameters()).device
@@ -288,7 +294,9 @@ def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.
         block = Block(edge_index.to(device), int(src_ids.size), b - a,
                       torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device),
                       deg_all[sel].to(device) if deg_all is not None else None)
-        outs.append(layer_fn(layer, block, h_all[sel].to(device)).cpu())
+        with precision.autocast():
+            out = layer_fn(layer, block, h_all[sel].to(device))
+        outs.append(out.to("cpu", torch.float32))
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")
     return torch.cat(outs)

@@ -23,6 +23,7 @@ import torch
 
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import needs_degrees
+from gnntrain.precision import resolve_precision
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
@@ -35,6 +36,7 @@ class Evaluator:
         self.access = access
         self.model = model
         self.task = task
+        self.precision = resolve_precision(access.cfg.train.precision, access.device)
         self.hidden: dict[int, np.ndarray] = {}
         self._halo_local: np.ndarray | None = None
 
@@ -77,7 +79,7 @@ class Evaluator:
             ids = np.concatenate([np.arange(a.start, a.start + a.n_owned), halo])
             deg = torch.from_numpy(a.degrees[ids].astype(np.float32))
         out = layer_forward(self.model, layer, torch.from_numpy(h_all), a.part.indptr,
-                            self._local_indices(), deg)
+                            self._local_indices(), deg, precision=self.precision)
         self.hidden[layer + 1] = out.numpy()
 
     def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
@@ -138,7 +140,9 @@ class Evaluator:
                     if item.batch is None:
                         continue
                     b = item.batch.to(a.device, non_blocking=True)
-                    states.append(self.task.metric_state(self.model(b.blocks, b.x), b.y))
+                    with self.precision.autocast():
+                        logits = self.model(b.blocks, b.x)
+                    states.append(self.task.metric_state(logits, b.y))
             finally:
                 pipe.close()
             out[split] = self.task.to_json(self.task.merge(states))

@@ -474,6 +474,10 @@ class TrainConfig(_Frozen):
     keep_checkpoints: int = Field(2, ge=1)
     max_failures: int = Field(0, ge=0)
     feature_dtype: Literal["float32", "float16", "bfloat16", "int8"] = "float32"
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32", description="the model's compute: fp32, or bf16 = forward under torch.autocast "
+        "in bfloat16 (float16 + a gradient scaler on GPUs without bfloat16); parameters, "
+        "gradients, their all-reduce and the optimizer state stay float32 (gnntrain/precision.py)")
     optimizer: Literal["adam", "sgd"] = "adam"
     run_root: str = "runs"
 

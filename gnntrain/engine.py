@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from gnntrain.models import BlockNeeds, flat_grads, set_flat_grads
+from gnntrain.precision import FP32, Precision
 from gnntrain.tasks import MetricState, SeedBatch, Task
 from samplers import Block, NeighborSampler, PreparedBatch, SampledBatch, prepare
 
@@ -219,11 +220,12 @@ class EpochStats:
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, item: Prepared,
                allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None,
-               table: InputTable | None = None) -> None:
+               table: InputTable | None = None, precision: Precision = FP32) -> None:
     """One synchronous step. Every worker calls it once per step, even with an empty batch,
     so the all-reduce always has all participants. With a trainable input ``table`` its
     rows are read now, their gradients reach the owners before the all-reduce, and the
-    owners update them after it."""
+    owners update them after it. ``precision``: the forward and loss run under its
+    autocast; gradients, their all-reduce, the table and the optimizer stay float32."""
     device = device or torch.device("cpu")
     model.train()
     opt.zero_grad(set_to_none=False)
@@ -235,9 +237,12 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
         if table is not None:
             assert item.input_nodes is not None
             batch, rows = table.attach(batch, item.input_nodes, grad=True)
-        out = task.training_step(model, batch)
-        out.loss_sum.backward()
+        with precision.autocast():
+            out = task.training_step(model, batch)
+        precision.backward(out.loss_sum)
         if table is not None:
+            if rows is not None and rows.grad is not None and precision.scaler is not None:
+                rows.grad.div_(precision.scaler.get_scale())  # the table takes true gradients
             table.step(item.input_nodes, rows)
         local = torch.stack([torch.tensor(float(out.count), device=device),
                              out.loss_sum.detach().to(torch.float32)])
@@ -259,7 +264,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
         offset += b.numel()
     if count > 0:
         set_flat_grads(model, buf[:n_grad] / count)
-        opt.step()
+        precision.step(opt)
     if table is not None:
         table.apply(count)
     stats.steps += 1
@@ -276,12 +281,13 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
 def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pipeline: BatchPipeline,
               allreduce: AllReduce, epoch: int,
               on_step: Callable[[int], None] | None = None,
-              device: torch.device | None = None, table: InputTable | None = None) -> EpochStats:
+              device: torch.device | None = None, table: InputTable | None = None,
+              precision: Precision = FP32) -> EpochStats:
     stats = EpochStats(epoch=epoch)
     t0 = time.perf_counter()
     try:
         for step, item in enumerate(pipeline):
-            train_step(model, opt, task, item, allreduce, stats, device, table)
+            train_step(model, opt, task, item, allreduce, stats, device, table, precision)
             if on_step is not None:
                 on_step(step)
     finally:
@@ -294,7 +300,7 @@ def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pi
 @torch.no_grad()
 def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.ndarray,
                   local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192,
-                  type_all: Tensor | None = None) -> Tensor:
+                  type_all: Tensor | None = None, precision: Precision = FP32) -> Tensor:
     """Layer ``layer`` (the model's ``layer(i, block, h)``) for every destination row of a
     CSR, over all in-neighbours.
 
@@ -302,7 +308,8 @@ def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.
     local numbering as ``local_indices`` (``deg_all`` / ``type_all`` their degrees and node
     types when the model reads them); destination row ``r`` is local node ``r``
     (owned rows come first). Rows are processed in chunks, each one block whose dst nodes
-    are the chunk's rows, to bound memory.
+    are the chunk's rows, to bound memory. The layer runs under ``precision``'s autocast;
+    the rows returned are float32 (peers read them as float32 arrays).
     """
     model.eval()
     device = next(model.parameters()).device
@@ -323,7 +330,9 @@ def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.
                       torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device),
                       deg_all[sel].to(device) if deg_all is not None else None,
                       type_all[sel].to(device) if type_all is not None else None)
-        outs.append(layer_fn(layer, block, h_all[sel].to(device)).cpu())
+        with precision.autocast():
+            out = layer_fn(layer, block, h_all[sel].to(device))
+        outs.append(out.to("cpu", torch.float32))
     if not outs:
         raise ValueError("layer_forward: the CSR has no destination rows (an empty part)")
     return torch.cat(outs)

@@ -8,7 +8,9 @@ ReLU, the mask and the ``1 / (1 - p)`` scale in the same pass, ~10x faster
 (``python -m bench.epoch`` shows the step time). It is exact dropout: every element
 is kept independently with probability ``1 - p`` (to 2^-32), and the stream is seeded
 from torch's global generator, so ``torch.manual_seed`` makes it reproducible like
-``F.dropout``. Other devices and dtypes use ``F.relu`` + ``F.dropout``.
+``F.dropout``. bfloat16 activations (``train.precision: bf16``) take the same draws on
+their 16-bit patterns and are scaled in bfloat16 (one rounding); the gradient likewise.
+Other devices and dtypes use ``F.relu`` + ``F.dropout``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,17 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S30, _S27, _S31, _S32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
+_BF16_INF = np.uint16(0x7F80)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _splitmix(state: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """One splitmix64 step: the next state and a 64-bit draw (two 32-bit uniforms)."""
+    state += _GOLDEN
+    z = state
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return state, z ^ (z >> _S31)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -36,11 +49,7 @@ def _relu_dropout_fwd(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
     state = seed
     i = 0
     while i < n:
-        state += _GOLDEN  # splitmix64: one 64-bit draw gives two 32-bit uniforms
-        z = state
-        z = (z ^ (z >> _S30)) * _M1
-        z = (z ^ (z >> _S27)) * _M2
-        z = z ^ (z >> _S31)
+        state, z = _splitmix(state)
         for r in (z & _LOW32, z >> _S32):
             if i < n:
                 v = x[i]
@@ -51,9 +60,41 @@ def _relu_dropout_fwd(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
 
 
 @nb.njit(nogil=True, cache=True)
+def _relu_dropout_bits(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
+                       thresh: np.uint64, seed: np.uint64) -> None:
+    """The same draws on bfloat16 bit patterns (uint16): ``out[i] = x[i]`` where ``x[i] > 0``
+    (sign bit clear, not zero, not NaN: ``0 < bits <= 0x7F80``) and the draw keeps ``i``,
+    else 0; the caller applies the scale."""
+    n = x.shape[0]
+    state = seed
+    i = 0
+    while i < n:
+        state, z = _splitmix(state)
+        for r in (z & _LOW32, z >> _S32):
+            if i < n:
+                v = x[i]
+                k = r >= thresh and v > 0 and v <= _BF16_INF
+                out[i] = v if k else 0
+                keep[i] = k
+                i += 1
+
+
+@nb.njit(nogil=True, cache=True)
 def _masked_scale(g: np.ndarray, keep: np.ndarray, scale: np.float32, out: np.ndarray) -> None:
     for i in range(g.shape[0]):
         out[i] = g[i] * scale if keep[i] else 0
+
+
+@nb.njit(nogil=True, cache=True)
+def _masked_bits(g: np.ndarray, keep: np.ndarray, out: np.ndarray) -> None:
+    for i in range(g.shape[0]):
+        out[i] = g[i] if keep[i] else 0
+
+
+def _flat(t: Tensor) -> np.ndarray:
+    """A flat numpy view; bfloat16 as its uint16 bit patterns (numpy has no bfloat16)."""
+    t = t.view(-1)
+    return (t.view(torch.uint16) if t.dtype == torch.bfloat16 else t).numpy()
 
 
 class _ReluDropout(torch.autograd.Function):
@@ -62,11 +103,14 @@ class _ReluDropout(torch.autograd.Function):
         xc = x.contiguous()
         out = torch.empty_like(xc)
         keep = torch.empty(xc.shape, dtype=torch.bool)
-        seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64))
+        seed = np.uint64(int(torch.randint(0, 2**62, (1,), dtype=torch.int64)))
         thresh = np.uint64(min(2**32, round(p * 2**32)))
         scale = np.float32(1.0 / (1.0 - p))
-        _relu_dropout_fwd(xc.view(-1).numpy(), out.view(-1).numpy(), keep.view(-1).numpy(),
-                          thresh, scale, np.uint64(seed))
+        if xc.dtype == torch.bfloat16:
+            _relu_dropout_bits(_flat(xc), _flat(out), _flat(keep), thresh, seed)
+            out.mul_(float(scale))  # one rounding to bfloat16, as x * scale in bfloat16
+        else:
+            _relu_dropout_fwd(_flat(xc), _flat(out), _flat(keep), thresh, scale, seed)
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return out
@@ -76,14 +120,22 @@ class _ReluDropout(torch.autograd.Function):
         (keep,) = ctx.saved_tensors
         g = grads[0].contiguous()
         out = torch.empty_like(g)
-        _masked_scale(g.view(-1).numpy(), keep.view(-1).numpy(), ctx.scale, out.view(-1).numpy())
+        if g.dtype == torch.bfloat16:
+            _masked_bits(_flat(g), _flat(keep), _flat(out))
+            out.mul_(float(ctx.scale))
+        else:
+            _masked_scale(_flat(g), _flat(keep), ctx.scale, _flat(out))
         return out, None
 
 
+_FUSED_DTYPES = (torch.float32, torch.bfloat16)
+
+
 def relu_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """``F.dropout(F.relu(x), p, training)``; fused numba kernel for CPU float32 in training."""
+    """``F.dropout(F.relu(x), p, training)``; fused numba kernel for CPU float32 and
+    bfloat16 (under ``train.precision=bf16``) in training."""
     if not training or p == 0.0:
         return F.relu(x)
-    if x.device.type != "cpu" or x.dtype != torch.float32 or not 0.0 < p < 1.0:
+    if x.device.type != "cpu" or x.dtype not in _FUSED_DTYPES or not 0.0 < p < 1.0:
         return F.dropout(F.relu(x), p=p, training=True)
     return _ReluDropout.apply(x, p)  # type: ignore[no-any-return]

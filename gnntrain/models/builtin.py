@@ -67,13 +67,15 @@ class GCNBlockConv(nn.Module):
         src, dst = edge_index[0], edge_index[1]
         sampled = torch.bincount(dst, minlength=num_dst).to(h.dtype).clamp_(min=1.0)
         scale = deg_dst / sampled
-        w = (deg_src[src] + 1.0).rsqrt() * (deg_dst[dst] + 1.0).rsqrt() * scale[dst]
-        out = h[:num_dst] / (deg_dst + 1.0).unsqueeze(1)
+        # normalisation in float32, applied in h's dtype (bfloat16 under autocast), so the
+        # float32 degrees do not promote the layer's rows back to float32
+        w = ((deg_src[src] + 1.0).rsqrt() * (deg_dst[dst] + 1.0).rsqrt() * scale[dst]).to(h.dtype)
+        out = h[:num_dst] / (deg_dst + 1.0).unsqueeze(1).to(h.dtype)
         if indptr is not None:
             out = out + spmm(indptr, edge_index, w, h, num_dst)
         else:
             out = out.index_add(0, dst, h[src] * w.unsqueeze(1))
-        return out + self.bias
+        return out + self.bias.to(h.dtype)
 
 
 class BlockGNN(LayerwiseModel):

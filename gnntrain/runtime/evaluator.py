@@ -23,6 +23,7 @@ import torch
 
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import block_needs
+from gnntrain.precision import resolve_precision
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
@@ -35,6 +36,7 @@ class Evaluator:
         self.access = access
         self.model = model
         self.task = task
+        self.precision = resolve_precision(access.cfg.train.precision, access.device)
         self.hidden: dict[int, np.ndarray] = {}
         self._halo_local: np.ndarray | None = None
 
@@ -84,7 +86,7 @@ class Evaluator:
         deg = torch.from_numpy(a.degrees[ids].astype(np.float32)) if needs.degrees else None
         types = torch.from_numpy(a.reader.node_types(ids)) if needs.node_types else None
         out = layer_forward(self.model, layer, torch.from_numpy(h_all), a.part.indptr,
-                            self._local_indices(), deg, type_all=types)
+                            self._local_indices(), deg, type_all=types, precision=self.precision)
         self.hidden[layer + 1] = out.numpy()
 
     def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
@@ -169,7 +171,8 @@ class Evaluator:
                     if a.embedding is not None:
                         assert item.input_nodes is not None
                         b, _ = a.embedding.attach(b, item.input_nodes, grad=False)
-                    states.append(self.task.eval_step(self.model, b))
+                    with self.precision.autocast():
+                        states.append(self.task.eval_step(self.model, b))
             finally:
                 pipe.close()
             out[split] = self.task.to_json(self.task.merge(states))

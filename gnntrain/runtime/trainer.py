@@ -10,6 +10,7 @@ import torch
 
 from gnntrain.engine import AllReduce, locality_order, make_optimizer, mix_seed, run_epoch
 from gnntrain.models import block_needs
+from gnntrain.precision import resolve_precision
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SeedBatch, Task
 
@@ -30,6 +31,7 @@ class Trainer:
         self.step_hooks = list(step_hooks)
         t = self.cfg.train
         self.opt = make_optimizer(model, t.optimizer, t.lr, t.weight_decay)
+        self.precision = resolve_precision(t.precision, access.device)
         self._order: np.ndarray | None = None
 
     def allreduce(self, t: torch.Tensor) -> torch.Tensor:
@@ -63,7 +65,8 @@ class Trainer:
             a.progress.set("train", epoch=epoch, step=step + 1)
 
         stats = run_epoch(self.model, self.opt, self.task, pipe, self.allreduce, epoch,
-                          on_step=step_done, device=a.device, table=a.embedding)
+                          on_step=step_done, device=a.device, table=a.embedding,
+                          precision=self.precision)
         a.progress.set("idle", epoch=epoch, step=steps)
         add_io(stats)
         return {"stats": stats.to_dict(), "comm": a.comm.take()}

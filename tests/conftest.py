@@ -27,6 +27,15 @@ def real_data_root() -> Path:
 os.environ.setdefault("GNNTRAIN_DATA", str(real_data_root()))
 
 
+def real_path(data_root: Path, *parts: str) -> Path:
+    """A file or folder of the real datasets; the test skips, naming the path, when it is
+    absent (the one place real-data skips are decided)."""
+    path = data_root.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real data absent: {path} not found under GNNTRAIN_DATA / ../shared/datasets")
+    return path
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """Root of the real datasets; tests that need it skip with the reason when absent."""

@@ -29,6 +29,7 @@ formula (gloo does not expose its wire bytes) and the report labels them so.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,13 @@ class CommCounter:
         with self._lock:
             self.bytes[c, dst] += nbytes
             self.messages[c, dst] += messages
+
+    def add_requests(self, category: str, call: str, requests: Mapping[int, Any], *args: Any) -> None:
+        """One request per owner, counted as sent: Ray serialises the call name, the owner's
+        payload (a tuple is several arguments), ``args`` and this worker's rank."""
+        for dst, payload in requests.items():
+            own = payload if isinstance(payload, tuple) else (payload,)
+            self.add(category, dst, wire_bytes(call, *own, *args, self.rank))
 
     def add_gradient(self, nbytes: int) -> None:
         """Ring all-reduce: each worker sends to its successor in the ring."""

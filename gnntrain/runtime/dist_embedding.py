@@ -59,8 +59,7 @@ class DistEmbedding:
         if local_pos.size:
             out[local_pos] = self.shard.rows(ids[local_pos] - self.start, None)
         requests = {o: ids[p] for o, p in groups.items()}
-        for o, req in requests.items():
-            self.comm.add("embedding", o, wire_bytes("embedding_rows", req, version, self.rank))
+        self.comm.add_requests("embedding", "embedding_rows", requests, version)
         if requests:
             replies = self.peers.embedding_rows(requests, version)
             for o, p in groups.items():
@@ -105,10 +104,8 @@ class DistEmbedding:
             self.shard.add_grads(step, self.rank, ids[local_pos] - self.start,
                                  np.ascontiguousarray(grads[local_pos]))
         requests = {o: (ids[p], np.ascontiguousarray(grads[p])) for o, p in groups.items()}
-        for o, (req, g) in requests.items():
-            self.comm.add("embedding_grad", o,
-                          wire_bytes("embedding_grads", req, g, step, self.rank))
-            self.stats.remote_grad_rows += int(req.size)
+        self.comm.add_requests("embedding_grad", "embedding_grads", requests, step)
+        self.stats.remote_grad_rows += sum(int(req.size) for req, _ in requests.values())
         if requests:
             self.peers.embedding_grads(requests, step)
         self.stats.grad_rows += int(ids.size)

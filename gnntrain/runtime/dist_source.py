@@ -89,11 +89,9 @@ class DistGraphSource(GraphSource):
         local_pos, groups = group_by_owner(self.book.owner(seeds), self.rank)
         self.stats.local_frontier += int(local_pos.size)
         requests = {o: seeds[pos] for o, pos in groups.items()}
-        for o, ids in requests.items():
-            # the arguments of Peers.sample's call to the owner (serve_sample)
-            self.comm.add("sample", o, wire_bytes("sample", ids, fanout, replace, key, self.rank))
-            self.stats.remote_frontier += int(ids.size)
-            self.stats.requests += 1
+        self.comm.add_requests("sample", "sample", requests, fanout, replace, key)
+        self.stats.remote_frontier += sum(int(ids.size) for ids in requests.values())
+        self.stats.requests += len(requests)
         replies = self.peers.sample(requests, fanout, replace, key) if requests else {}
         parts: list[tuple[np.ndarray, Neighbors]] = []
         if local_pos.size:
@@ -200,8 +198,7 @@ class DistFeatureReader:
                    insert: bool = True) -> None:
         _, groups = group_by_owner(self.book.owner(ids[positions]), self.rank)
         requests = {o: ids[positions[p]] for o, p in groups.items()}
-        for o, req in requests.items():
-            self.comm.add("feature", o, wire_bytes("features", req, self.dtype, self.rank))  # the request as sent
+        self.comm.add_requests("feature", "features", requests, self.dtype)
         replies = self.peers.features(requests, self.dtype)
         for o, p in groups.items():
             enc = replies[o]

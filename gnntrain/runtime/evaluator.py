@@ -24,7 +24,6 @@ import torch
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import block_needs
 from gnntrain.precision import resolve_precision
-from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
 
@@ -59,8 +58,7 @@ class Evaluator:
         x = np.array(self.access.part.x, dtype=np.float32)  # writable copy of the mmap
         emb = self.access.embedding
         if emb is not None:
-            rows = torch.from_numpy(emb.shard.rows(np.arange(emb.shard.num_rows), None))
-            x = emb.combine(torch.from_numpy(x), rows).numpy()
+            x = emb.combine(torch.from_numpy(x), torch.from_numpy(emb.shard.table)).numpy()
         self.hidden = {0: x}
 
     def layer(self, layer: int) -> None:
@@ -71,10 +69,7 @@ class Evaluator:
         halo = np.asarray(a.part.halo_ids, dtype=np.int64)
         if halo.size:
             groups = a.part.halo_by_owner()  # halo positions per owner, as stored
-            requests = {o: halo[p] for o, p in groups.items()}
-            for o, req in requests.items():
-                a.comm.add("eval", o, wire_bytes("hidden", req, layer, a.rank))  # the request as sent
-            replies = a.peers.hidden(requests, layer)
+            replies = self._ask_hidden({o: halo[p] for o, p in groups.items()}, layer)
             h_halo = np.empty((halo.size, h_owned.shape[1]), dtype=np.float32)
             for o, p in groups.items():
                 h_halo[p] = replies[o]
@@ -82,12 +77,19 @@ class Evaluator:
         else:
             h_all = h_owned
         needs = block_needs(self.model)
-        ids = np.concatenate([np.arange(a.start, a.start + a.n_owned), halo])
-        deg = torch.from_numpy(a.degrees[ids].astype(np.float32)) if needs.degrees else None
-        types = torch.from_numpy(a.reader.node_types(ids)) if needs.node_types else None
+        deg = types = None
+        if needs.degrees or needs.node_types:
+            ids = np.concatenate([np.arange(a.start, a.start + a.n_owned), halo])
+            deg = torch.from_numpy(a.degrees[ids].astype(np.float32)) if needs.degrees else None
+            types = torch.from_numpy(a.reader.node_types(ids)) if needs.node_types else None
         out = layer_forward(self.model, layer, torch.from_numpy(h_all), a.part.indptr,
                             self._local_indices(), deg, type_all=types, precision=self.precision)
         self.hidden[layer + 1] = out.numpy()
+
+    def _ask_hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
+        """Rows after ``layer`` of other parts' nodes, one request per owner (``eval`` bytes)."""
+        self.access.comm.add_requests("eval", "hidden", requests, layer)
+        return self.access.peers.hidden(requests, layer)
 
     def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
         return np.ascontiguousarray(self.hidden[layer][ids - self.access.start])
@@ -105,9 +107,7 @@ class Evaluator:
             bounds = a.book.split_sorted(extra)
             requests = {q: extra[bounds[q]:bounds[q + 1]] for q in range(a.book.num_parts)
                         if bounds[q + 1] > bounds[q]}
-            for o, req in requests.items():
-                a.comm.add("eval", o, wire_bytes("hidden", req, out_layer, a.rank))
-            replies = a.peers.hidden(requests, out_layer)
+            replies = self._ask_hidden(requests, out_layer)
             outputs = np.concatenate([outputs, *[replies[o] for o in sorted(requests)]])
         res = {s: self.task.to_json(self.task.eval_state(a.part, torch.from_numpy(outputs), s))
                for s in SPLITS}
@@ -128,7 +128,7 @@ class Evaluator:
         if what == "node_embedding":
             if emb is None:
                 raise ValueError("--what node_embedding: the run has no model.node_embedding")
-            return emb.shard.rows(np.arange(emb.shard.num_rows), None)
+            return np.ascontiguousarray(emb.shard.table)
         if what == "embeddings":
             if layer not in self.hidden or (layer == 0 and emb is None):
                 raise ValueError(f"layer={layer}: embeddings are the rows after a layer that ran "

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gnntrain.config import DatasetConfig, parse_dataset
+from tests.conftest import real_path
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -40,9 +41,7 @@ def dataset(**kw: object) -> DatasetConfig:
 @pytest.fixture
 def planetoid_copy(data_root: Path, tmp_path: Path) -> Path:
     """A writable copy of the Planetoid raw files (PyG's Planetoid writes processed/)."""
-    src = data_root / "planetoid"
-    if not src.is_dir():
-        pytest.skip(f"real data absent: {src} not found under GNNTRAIN_DATA / ../shared/datasets")
+    src = real_path(data_root, "planetoid")
     dst = tmp_path / "planetoid"
     for name in ("Cora", "CiteSeer"):
         shutil.copytree(src / name / "raw", dst / name / "raw")

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from gnntrain.config import ConfigError, load_config, parse_dataset
 from gnntrain.data.errors import DataError
 from gnntrain.data.hetero import load_hetero
+from tests.conftest import real_path
 from tests.data.conftest import rows, write_text
 
 DATASETS = Path(__file__).resolve().parents[2] / "datasets"
@@ -40,8 +41,7 @@ FEATURED = {"acm": {"paper": 1902, "author": 1902}, "dblp": {"author": 334, "pap
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_shipped_mapping_loads_the_published_counts(name: str, data_root: Path) -> None:
     cfg = load_config(DATASETS / f"{name}.yaml").dataset
-    if not (data_root / cfg.path).is_dir():  # type: ignore[union-attr]
-        pytest.skip(f"real data absent: {data_root / cfg.path} not found")  # type: ignore[union-attr]
+    real_path(data_root, cfg.path)  # type: ignore[union-attr]
     counts, rels, target, classes, train = PUBLISHED[name]
     g = load_hetero(cfg)
     assert g.num_nodes == counts
@@ -186,8 +186,7 @@ def test_real_acm_round_trips_through_pyg(data_root: Path) -> None:
     from gnntrain.data.hetero import from_pyg_hetero, to_pyg_hetero
 
     cfg = load_config(DATASETS / "hgcma-acm.yaml").dataset
-    if not (data_root / cfg.path).is_dir():  # type: ignore[union-attr]
-        pytest.skip(f"real data absent: {data_root / cfg.path} not found")  # type: ignore[union-attr]
+    real_path(data_root, cfg.path)  # type: ignore[union-attr]
     g = load_hetero(cfg)
     back = from_pyg_hetero(to_pyg_hetero(g), target=g.target, name=g.name, num_classes=g.num_classes)
     assert back.content_hash() == g.content_hash()

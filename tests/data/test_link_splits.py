@@ -24,17 +24,8 @@ from gnntrain.data.link import (
     random_edge_split,
 )
 from partition.graph import Graph
-from tests.conftest import make_graph
+from tests.conftest import make_graph, real_path
 from tests.data.conftest import write_text
-
-DATA = Path(os.environ.get("GNNTRAIN_DATA", "")) if os.environ.get("GNNTRAIN_DATA") else None
-LINK = DATA / "link" if DATA else None
-
-
-def _need(path: Path | None) -> Path:
-    if path is None or not path.exists():
-        pytest.skip(f"real data not present ({path}); set GNNTRAIN_DATA")
-    return path
 
 
 def graph_pairs(g: Graph) -> set[tuple[int, int]]:
@@ -122,8 +113,8 @@ def test_ogbl_bad_input(tmp_path: Path) -> None:
         load_ogbl(root2, "target")
 
 
-def test_real_ogbl_ddi() -> None:
-    root = _need(LINK / "ogbl_ddi" if LINK else None)
+def test_real_ogbl_ddi(data_root: Path) -> None:
+    root = real_path(data_root, "link", "ogbl_ddi")
     split = load_ogbl(root, "target")
     assert split.num_nodes == 4267
     assert split.train.shape == (1067911, 2)
@@ -191,8 +182,8 @@ def test_lightgcn_bipartite_items_after_users(tmp_path: Path) -> None:
     assert_no_eval_edge_in_graph(s, message_passing_graph(s, "cf"))
 
 
-def test_real_lightgcn_lastfm() -> None:
-    root = _need(LINK / "cf" / "lastfm" if LINK else None)
+def test_real_lightgcn_lastfm(data_root: Path) -> None:
+    root = real_path(data_root, "link", "cf", "lastfm")
     s = load_lightgcn(root)
     assert s.train.shape[0] == 64315 and s.dst_range == (1885, 1885 + 17388)
     assert_no_eval_edge_in_graph(s, message_passing_graph(s, "lastfm"))
@@ -203,10 +194,11 @@ def test_real_lightgcn_lastfm() -> None:
 @pytest.mark.parametrize(("name", "header", "nodes", "edges"), [
     ("ca-GrQc", True, 4158, 13422), ("ca-HepPh", False, 11203, 117618),
     ("ca-CondMat", False, 21363, 91286)])
-def test_snap_lists_load_through_csv(name: str, header: bool, nodes: int, edges: int) -> None:
+def test_snap_lists_load_through_csv(name: str, header: bool, nodes: int, edges: int,
+                                     data_root: Path) -> None:
     """ca-GrQc: a numeric 'nodes edges' header line and a weight column; the others a '{}'
     third column and a first edge the header detection would swallow; sparse ids."""
-    path = _need(LINK / "snap" / f"{name}.txt" if LINK else None)
+    path = real_path(data_root, "link", "snap", f"{name}.txt")
     g = load_dataset(parse_dataset({"name": name, "source": "csv", "path": str(path),
                                     "relabel": True, "self_loops": "remove", "header": header}))
     assert (g.num_nodes, g.num_edges // 2) == (nodes, edges)

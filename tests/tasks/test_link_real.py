@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from gnntrain.config import load_config
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
+from tests.conftest import real_path
 
 DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
 
-def test_ca_grqc_learns_links_from_structure(tmp_path: Path) -> None:
-    root = os.environ.get("GNNTRAIN_DATA")
-    path = Path(root) / "link" / "snap" / "ca-GrQc.txt" if root else None
-    if path is None or not path.is_file():
-        pytest.skip(f"real data not present ({path}); set GNNTRAIN_DATA")
+def test_ca_grqc_learns_links_from_structure(tmp_path: Path, data_root: Path) -> None:
+    real_path(data_root, "link", "snap", "ca-GrQc.txt")
     cfg = load_config(DATASETS / "ca-HepPh-link.yaml", [
         "dataset.path=link/snap/ca-GrQc.txt", "dataset.header=true", "train.epochs=3",
         "train.eval_every=3", f"train.run_root={tmp_path}", "sampler.batch_size=2048"])

@@ -157,11 +157,15 @@ class PartitionSet:
         nt = self.meta.node_types
         return None if nt is None else node_types_of(self._set_array("orig_ids.npy"), nt.offsets)
 
+    def new_id_map(self) -> np.ndarray:
+        """The new id of every original id (int64 ``[N]``, memory-mapped, nothing copied)."""
+        return self._set_array("new_ids.npy")
+
     def new_ids(self, orig_ids: np.ndarray) -> np.ndarray:
         """New ids of the given original ids."""
         ids = np.asarray(orig_ids, dtype=np.int64)
         self._check_ids("orig_ids", ids)
-        return np.asarray(self._set_array("new_ids.npy")[ids])
+        return np.asarray(self.new_id_map()[ids])
 
     def orig_ids(self, new_ids: np.ndarray) -> np.ndarray:
         """Original ids of the given new ids (maps results back to the input graph)."""

@@ -25,7 +25,7 @@ from rich.console import Console
 import gnntrain
 from gnntrain.models import build_model
 from tests.conftest import REPO, make_graph
-from tests.runtime.helpers import tiny_cfg
+from tests.runtime.helpers import ONE_STEP, assert_params_close, tiny_cfg
 
 MODULE = "gnt_usermodels"
 USER_CODE = '''
@@ -107,17 +107,14 @@ def test_two_workers_one_step_equal_single_process(ray_local: None, user_module:
     """All neighbours, SGD, one step over the same global batch; the model named by its
     import path (the workers import the module themselves)."""
     g = make_graph(240, seed=2)
-    common = ["sampler.batch_size=1000", "train.epochs=1", "train.optimizer=sgd", "train.lr=0.5",
-              "model.dropout=0.0",
-              f"model.arch={MODULE}:graphconv", "model.options={aggr: mean}"]
+    common = [*ONE_STEP, f"model.arch={MODULE}:graphconv", "model.options={aggr: mean}"]
     single = gnntrain.fit(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), graph=g,
                           single_process=True, progress=False, console=quiet())
     dist = gnntrain.fit(tiny_cfg(tmp_path, *common, workers=2, fanouts="[-1,-1]"), graph=g,
                         progress=False, console=quiet())
     assert dist.summary["workers"] == 2
     a, b = params(single), params(dist)
-    for k in a:
-        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+    assert_params_close(b, a)
     fresh = build_model(user_module.graphconv, single.config.model, g.num_features, g.num_classes, 0)
     assert any(not torch.allclose(fresh.state_dict()[k], a[k]) for k in a), "the step moved nothing"
 

@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.console import Console
 
 from gnntrain.checkpoint import load_latest
@@ -110,14 +109,14 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
             from partition import write_report
 
             workers = cfg.cluster.workers
-            # METIS runs before Ray starts (its rand() is not reproducible beside Ray's threads);
-            # the chunk pipeline needs Ray running
+            # an in-memory graph is partitioned before Ray starts (a bad request fails before
+            # any worker does); the chunk pipeline runs on Ray
             chunks = data if isinstance(data, ChunkedGraph) else None
             built = _partition(cfg, data, progress) if chunks is None else None
             del graph, data  # workers read their own parts from disk
             with ray_session(cfg.cluster, workers):
                 pset, report = built if built is not None else _partition(cfg, chunks, progress)
-                task = task.placed(pset.new_ids(np.arange(pset.num_nodes)))
+                task = task.placed(pset.new_id_map())  # a node task keeps nothing of it
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
                 res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,

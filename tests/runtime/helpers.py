@@ -27,6 +27,25 @@ def tiny_cfg(tmp_path: Path, *overrides: str, workers: int = 1, fanouts: str = "
     return load_config(raw=raw, overrides=[f"sampler.fanouts={fanouts}", *overrides])
 
 
+ONE_STEP = ("sampler.batch_size=1000", "train.epochs=1", "train.optimizer=sgd", "train.lr=0.5",
+            "model.dropout=0.0")
+"""One SGD step over the whole training set without dropout: with all neighbours, k workers
+take exactly the single process's step (up to float summation order)."""
+
+
+def assert_params_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    """Every parameter of ``got`` equals ``want``'s to float tolerance (one-step equivalence)."""
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-4, atol=1e-5)
+
+
+def assert_moved(fresh: dict[str, torch.Tensor], stepped: dict[str, torch.Tensor],
+                 by: float = 1e-2) -> None:
+    """The step moved the parameters far beyond the tolerance (else an equality says nothing)."""
+    moved = max(float((fresh[k] - stepped[k]).abs().max()) for k in stepped)
+    assert moved > by, f"one SGD step moved the parameters by only {moved:g}"
+
+
 def final_state(summary: dict[str, Any]) -> dict[str, Any]:
     """The run's newest checkpoint: model, optimizer and (distributed) every rank's digest."""
     ckpt = load_latest(RunDir(Path(summary["run_dir"])))

@@ -19,7 +19,13 @@ from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from partition import open_partition_set
 from tests.conftest import make_graph
-from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
+from tests.runtime.helpers import (
+    ONE_STEP,
+    assert_params_close,
+    assert_same_state,
+    final_state,
+    tiny_cfg,
+)
 
 EMB = "model.node_embedding={dim: 6, optimizer: %s, lr: 0.05}"
 EMB_LR = "model.node_embedding={dim: 6, optimizer: %s, lr: %s}"
@@ -147,15 +153,12 @@ def test_k_workers_one_step_equals_single_process_with_embeddings(
     """All neighbours, one step over the same global batch: the dense parameters and every
     row of the partitioned table end where the single process puts them."""
     g = make_graph(240, seed=2)
-    common = ["sampler.batch_size=1000", "train.epochs=1", "train.optimizer=sgd", "train.lr=0.5",
-              "model.dropout=0.0", EMB_LR % (optimizer, lr)]
+    common = [*ONE_STEP, EMB_LR % (optimizer, lr)]
     single = run_training(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), single_process=True,
                           graph=g, progress=False)
     dist = run_training(tiny_cfg(tmp_path, *common, workers=workers, fanouts="[-1,-1]"),
                         graph=g, progress=False)
-    a, b = final_state(single)["model"], final_state(dist)["model"]
-    for k in a:
-        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+    assert_params_close(final_state(dist)["model"], final_state(single)["model"])
     ta, _ = tables_by_orig_id(single)
     tb, states = tables_by_orig_id(dist)
     assert len(states) == workers

@@ -10,7 +10,15 @@ import torch
 from gnntrain.models import build_model
 from gnntrain.runtime.coordinator import run_training
 from tests.conftest import make_graph
-from tests.runtime.helpers import assert_same_state, final_params, final_state, tiny_cfg
+from tests.runtime.helpers import (
+    ONE_STEP,
+    assert_moved,
+    assert_params_close,
+    assert_same_state,
+    final_params,
+    final_state,
+    tiny_cfg,
+)
 
 
 def test_one_worker_on_ray_equals_single_process_exactly(ray_local: None, tmp_path: Path) -> None:
@@ -34,21 +42,16 @@ def test_one_worker_on_ray_equals_single_process_exactly(ray_local: None, tmp_pa
 def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path, workers: int) -> None:
     """All neighbours, no dropout, SGD, one step over the same global batch: same parameters."""
     g = make_graph(240, seed=2)
-    common = ["sampler.batch_size=1000", "train.epochs=1", "train.optimizer=sgd", "train.lr=0.5",
-              "model.dropout=0.0"]
-    single = run_training(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), single_process=True,
+    single = run_training(tiny_cfg(tmp_path, *ONE_STEP, fanouts="[-1,-1]"), single_process=True,
                           graph=g, progress=False)
-    dist = run_training(tiny_cfg(tmp_path, *common, workers=workers, fanouts="[-1,-1]"),
+    dist = run_training(tiny_cfg(tmp_path, *ONE_STEP, workers=workers, fanouts="[-1,-1]"),
                         graph=g, progress=False)
     a, b = final_params(single), final_params(dist)
-    for k in a:
-        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+    assert_params_close(b, a)
     # every replica took the same step (not only rank 0, whose state the checkpoint holds)
     digests = final_state(dist)["rank_digests"]
     assert len(digests) == workers and len(set(digests)) == 1, digests
     # the step moved the parameters far beyond the tolerance (else the equality says nothing)
     model_cfg = tiny_cfg(tmp_path).model
-    fresh = build_model(model_cfg.arch, model_cfg, g.num_features, g.num_classes, 0).state_dict()
-    moved = max(float((fresh[k] - a[k]).abs().max()) for k in a)
-    assert moved > 1e-2, f"one SGD step moved the parameters by only {moved:g}"
+    assert_moved(build_model(model_cfg.arch, model_cfg, g.num_features, g.num_classes, 0).state_dict(), a)
     assert single["epochs"] == dist["epochs"] == 1

@@ -5,17 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from gnntrain.models import build_model
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from tests.conftest import make_graph
-from tests.runtime.helpers import final_params, final_state, tiny_cfg
+from tests.runtime.helpers import (
+    ONE_STEP,
+    assert_moved,
+    assert_params_close,
+    final_params,
+    final_state,
+    tiny_cfg,
+)
 
 LINK = ["task.kind=link", 'task.options={"exclude_targets": false, "hits_k": 5, "num_negatives": 2}',
-        "train.eval=sampled", "sampler.batch_size=100000", "train.epochs=1", "train.optimizer=sgd",
-        "train.lr=0.5", "model.dropout=0.0"]
+        "train.eval=sampled", *ONE_STEP, "sampler.batch_size=100000"]
 
 
 @pytest.mark.parametrize("workers", [2, 4])
@@ -29,14 +34,11 @@ def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Pat
     dist = run_training(tiny_cfg(tmp_path, *LINK, workers=workers, fanouts="[-1,-1]"),
                         graph=g, progress=False)
     a, b = final_params(single), final_params(dist)
-    for k in a:
-        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+    assert_params_close(b, a)
     digests = final_state(dist)["rank_digests"]
     assert len(digests) == workers and len(set(digests)) == 1, digests
     cfg = tiny_cfg(tmp_path)
-    fresh = build_model(cfg.model.arch, cfg.model, g.num_features, cfg.model.hidden, 0).state_dict()
-    moved = max(float((fresh[k] - a[k]).abs().max()) for k in a)
-    assert moved > 1e-2, f"one SGD step moved the parameters by only {moved:g}"
+    assert_moved(build_model(cfg.model.arch, cfg.model, g.num_features, cfg.model.hidden, 0).state_dict(), a)
     # sampled evaluation with all neighbours scores the same pairs the same way
     fs, fd = single["final"], dist["final"]
     assert fd["val_hits"] == pytest.approx(fs["val_hits"], abs=1e-9)

@@ -12,9 +12,11 @@ edges (seeded by (seed, epoch, rank)) into exactly ``steps`` batches.
 
 **Negatives** per positive ``(u, v)``, ``num_negatives`` of them, ``(u, w)`` with ``w``:
 ``uniform`` over the destination space (all nodes; the items of a user-item graph),
+``pairs`` (both ends drawn: ``(w1, w2)`` uniform over the source and destination spaces, the
+random pairs OGB's own examples train against and its ``edge_neg`` evaluation sets hold),
 ``degree`` with probability proportional to ``in_degree(w) ** 0.75``, or ``in_batch``
 (the destinations of other positives of the same batch: no extra nodes to sample). The
-uniform and degree draws are a hash of (seed, epoch, u, v, j) in the graph's own ids, so
+uniform, pairs and degree draws are a hash of (seed, epoch, u, v, j) in the graph's own ids, so
 a positive gets the same negatives whichever worker, step or partitioning draws it; that
 makes k workers over one global batch equal to one process exactly.
 
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
 
 DECODERS = ("dot", "mlp")
 LOSSES = ("bce", "bpr")
-NEGATIVES = ("uniform", "degree", "in_batch")
+NEGATIVES = ("uniform", "pairs", "degree", "in_batch")
 _SCORE_KEYS = ("pos", "neg")
 
 
@@ -207,32 +209,41 @@ class LinkPrediction(Task):
     def num_train_examples(self, part: Part) -> int:
         return int(part.indices.shape[0])
 
-    def _negatives(self, src: np.ndarray, dst: np.ndarray, seed: int, epoch: int) -> np.ndarray:
-        """``num_negatives`` destinations per positive, [P, k] partitioned ids."""
+    def _negatives(self, src: np.ndarray, dst: np.ndarray, seed: int,
+                   epoch: int) -> tuple[np.ndarray | None, np.ndarray]:
+        """``num_negatives`` pairs per positive as [P, k] partitioned ids: the sources
+        (``None``: the positive's own source) and the destinations."""
         k = self.num_negatives
         if self.negatives == "in_batch":
             shift = np.arange(1, k + 1)[None, :]
-            return dst[(np.arange(dst.size)[:, None] + shift) % max(1, dst.size)]
+            return None, dst[(np.arange(dst.size)[:, None] + shift) % max(1, dst.size)]
         split = self._need_split()
         gs, gd = self._to_graph(src)[:, None], self._to_graph(dst)[:, None]
-        u = hash_uniform(seed, epoch, gs, gd, np.arange(k)[None, :])
+        col = np.arange(k)[None, :]
         lo, hi = split.dst_range
-        if self.negatives == "uniform":
-            w = lo + np.minimum((u * (hi - lo)).astype(np.int64), hi - lo - 1)
-        else:
+        u = hash_uniform(seed, epoch, gs, gd, col)
+        if self.negatives == "degree":
             assert self._cdf is not None
             w = lo + np.minimum(np.searchsorted(self._cdf, u * self._cdf[-1], side="right"),
                                 hi - lo - 1)
-        return self._to_new(w)
+            return None, self._to_new(w)
+        w = lo + np.minimum((u * (hi - lo)).astype(np.int64), hi - lo - 1)
+        if self.negatives == "uniform":
+            return None, self._to_new(w)
+        s_hi = lo if lo > 0 else split.num_nodes  # a user-item graph's sources are its users
+        us = hash_uniform(seed, epoch, gs, gd, col, 1)
+        v = np.minimum((us * s_hi).astype(np.int64), s_hi - 1)
+        return self._to_new(v), self._to_new(w)
 
     def _batch(self, src: np.ndarray, dst: np.ndarray, neg_dst: np.ndarray | None,
                neg_src: np.ndarray | None = None, exclude: bool = False) -> SeedBatch:
         """Positives ``src -> dst`` and negatives (``neg_src`` or each positive's own
         source, repeated per column of ``neg_dst``) as one batch."""
         p = src.size
-        if neg_dst is not None and neg_src is None:
+        if neg_dst is not None and neg_dst.ndim == 2:  # [P, k]: negatives of each positive
             k = neg_dst.shape[1]
-            neg_src, group = np.repeat(src, k), np.repeat(np.arange(p), k)
+            neg_src = np.repeat(src, k) if neg_src is None else neg_src.reshape(-1)
+            group = np.repeat(np.arange(p), k)
             neg_dst = neg_dst.reshape(-1)
         else:
             neg_src = np.empty(0, np.int64) if neg_src is None else neg_src
@@ -259,8 +270,8 @@ class LinkPrediction(Task):
         out = []
         for b in np.array_split(idx, steps):
             s, d = src[b], dst[b]
-            out.append(self._batch(s, d, self._negatives(s, d, seed, epoch) if b.size else None,
-                                   exclude=self.exclude_targets))
+            ns, nd = self._negatives(s, d, seed, epoch) if b.size else (None, None)
+            out.append(self._batch(s, d, nd, ns, exclude=self.exclude_targets))
         return out
 
     def _owned_pairs(self, part: Part, split: str) -> tuple[np.ndarray, np.ndarray]:

@@ -107,31 +107,58 @@ def test_epoch_covers_every_training_edge_once() -> None:
     assert not any((u, v) in edges or (v, u) in edges for u, v in task.split.test.tolist())
 
 
-def test_negatives_follow_the_edge_not_the_numbering() -> None:
+@pytest.mark.parametrize("negatives", ["uniform", "pairs"])
+def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
     """The same positive gets the same negatives after any renumbering (partitioning)."""
-    task, part = loaded(n=150)
+    task, part = loaded(n=150, negatives=negatives)
     src, dst = part.indices[:50], np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:50]
-    a = task._negatives(src, dst, seed=3, epoch=1)
+    a_src, a = task._negatives(src, dst, seed=3, epoch=1)
     perm = np.random.default_rng(0).permutation(part.num_owned)
     moved = task.placed(perm)
     assert isinstance(moved, LinkPrediction)
-    b = moved._negatives(perm[src], perm[dst], seed=3, epoch=1)
+    b_src, b = moved._negatives(perm[src], perm[dst], seed=3, epoch=1)
     assert np.array_equal(b, perm[a])
-    assert not np.array_equal(task._negatives(src, dst, seed=3, epoch=2), a)  # epoch matters
+    if negatives == "pairs":
+        assert a_src is not None and b_src is not None
+        assert np.array_equal(b_src, perm[a_src])
+    else:
+        assert a_src is None and b_src is None  # the positive's own source
+    assert not np.array_equal(task._negatives(src, dst, seed=3, epoch=2)[1], a)  # epoch matters
+
+
+def test_pair_negatives_draw_both_ends_uniformly() -> None:
+    """``pairs``: sources as well as destinations spread over every node, not over the
+    positives' sources; BPR still pairs each negative with its own positive."""
+    task, part = loaded(n=300, negatives="pairs", num_negatives=100)
+    src = part.indices[:200]
+    dst = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:200]
+    ns, nd = task._negatives(src, dst, seed=0, epoch=0)
+    assert ns is not None and ns.shape == nd.shape == (200, 100)
+    def tv_from_uniform(ids: np.ndarray) -> float:  # 20k uniform draws over 300: ~0.1
+        return float(np.abs(np.bincount(ids.reshape(-1), minlength=part.num_owned) / ids.size
+                            - 1 / part.num_owned).sum())
+
+    assert tv_from_uniform(ns) < 0.14 and tv_from_uniform(nd) < 0.14
+    assert tv_from_uniform(np.repeat(src, 100)) > 0.5  # what keeping the source would give
+    assert not np.isin(ns, src).all(axis=1).any()
+    b = task._batch(src, dst, nd, ns)
+    neg = b.payload["label"] == 0
+    assert np.array_equal(b.payload["group"][neg], np.repeat(np.arange(200), 100))
+    assert np.array_equal(b.nodes[b.payload["src"][neg]], ns.reshape(-1))
 
 
 def test_degree_biased_negatives_follow_degree_power() -> None:
     task, part = loaded(n=300, negatives="degree", num_negatives=200)
     src = np.repeat(part.indices[:200], 1)
     dst = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:200]
-    w = task._negatives(src, dst, seed=0, epoch=0).reshape(-1)
+    w = task._negatives(src, dst, seed=0, epoch=0)[1].reshape(-1)
     freq = np.bincount(w, minlength=part.num_owned) / w.size
     deg = np.diff(part.indptr).astype(float)
     expect = deg ** 0.75 / (deg ** 0.75).sum()
     assert np.abs(freq - expect).sum() < 0.08  # total variation of 40k draws (noise ~0.04)
     uni = LinkPrediction(num_negatives=200, hits_k=5)
     uni.load_graph(DS, make_graph(300, avg_degree=6, seed=0))
-    fu = np.bincount(uni._negatives(src, dst, seed=0, epoch=0).reshape(-1), minlength=part.num_owned)
+    fu = np.bincount(uni._negatives(src, dst, seed=0, epoch=0)[1].reshape(-1), minlength=part.num_owned)
     assert np.corrcoef(fu, deg)[0, 1] < 0.3 < np.corrcoef(freq, deg)[0, 1]
 
 

@@ -48,6 +48,12 @@ Recall@``hits_k`` and NDCG@``hits_k`` per user (:func:`ranking.recall_ndcg_at_k`
 item rows come from their owners once, after the last layer (:meth:`eval_rows`). The
 merged state holds one value per user, so the mean equals the single-process one
 exactly. Headline ``recall``; layer-wise evaluation only (``train.eval: full``).
+
+**Per-source ranking** (``ranking: per_source``, OGB's MRR datasets such as
+``ogbl-citation2``, whose split files give every positive its own negatives): each
+positive is ranked against its own K negatives (same source) by the worker that owns its
+destination; the state keeps one reciprocal rank per positive with the positive's index,
+so the merged ``mrr`` (the headline) equals the single-process one exactly.
 """
 
 from __future__ import annotations
@@ -75,8 +81,8 @@ if TYPE_CHECKING:
 DECODERS = ("dot", "mlp")
 LOSSES = ("bce", "bpr")
 NEGATIVES = ("uniform", "degree", "in_batch")
-RANKINGS = ("pairs", "items")
-_CONCAT_KEYS = ("pos", "neg", "user", "recall", "ndcg")
+RANKINGS = ("pairs", "items", "per_source")
+_CONCAT_KEYS = ("pos", "neg", "user", "recall", "ndcg", "pid", "rr")
 _USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
 
 
@@ -157,13 +163,14 @@ class LinkPrediction(Task):
         self.val_frac, self.test_frac, self.split_seed = float(val_frac), float(test_frac), split_seed
         self.keep_train_per_node = bool(keep_train_per_node)
         self.ranking = ranking
-        if ranking == "items":
-            self.metric = "recall"  # type: ignore[misc]  # the headline follows the protocol
+        if ranking != "pairs":  # the headline follows the protocol
+            self.metric = "recall" if ranking == "items" else "mrr"  # type: ignore[misc]
         self.split: EdgeSplit | None = None
         self._new: np.ndarray | None = None  # graph id -> partitioned id (None: identity)
         self._orig: np.ndarray | None = None  # partitioned id -> graph id
         self._cdf: np.ndarray | None = None  # degree ** 0.75 over the destination range
         self._pairs: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._pids: dict[tuple[int, str], np.ndarray] = {}  # per_source: positives' indices
 
     # --- edges ----------------------------------------------------------------------------
 
@@ -184,6 +191,12 @@ class LinkPrediction(Task):
             raise ValueError(f"task.options.ranking='items' ranks the items of a user-item graph; "
                              f"dataset {dataset.name!r} (source={dataset.source}) has none: use "
                              "dataset.source=lightgcn or ranking='pairs'")
+        if (self.ranking == "per_source") != (split.neg_per_pos > 0):
+            raise ValueError(f"task.options.ranking={self.ranking!r}: dataset {dataset.name!r} "
+                             + (f"gives each positive its own {split.neg_per_pos} negatives (OGB's "
+                                "MRR protocol): set ranking='per_source'" if split.neg_per_pos else
+                                "has no per-positive negatives (OGB's target_node_neg): "
+                                "per_source ranking needs them"))
         for s in ("val", "test") if self.ranking == "pairs" else ():
             if split.neg(s).shape[0] < self.hits_k and split.pos(s).shape[0]:
                 raise ValueError(f"task.options.hits_k={self.hits_k}: the {s} split has only "
@@ -195,7 +208,7 @@ class LinkPrediction(Task):
         lo, hi = split.dst_range
         w = np.diff(g.indptr)[lo:hi].astype(np.float64) ** 0.75
         self._cdf = np.cumsum(w)
-        self._pairs = {}
+        self._pairs, self._pids = {}, {}
         return g
 
     def placed(self, new_ids: np.ndarray) -> Task:
@@ -203,7 +216,7 @@ class LinkPrediction(Task):
         t._new = np.asarray(new_ids, dtype=np.int64)
         t._orig = np.empty_like(t._new)
         t._orig[t._new] = np.arange(t._new.size, dtype=np.int64)
-        t._pairs = {}
+        t._pairs, t._pids = {}, {}
         return t
 
     def _need_split(self) -> EdgeSplit:
@@ -289,8 +302,13 @@ class LinkPrediction(Task):
         if key not in self._pairs:
             sp = self._need_split()
             pos, neg = self._to_new(sp.pos(split)), self._to_new(sp.neg(split))
-            mine = [e[(e[:, 1] >= part.start) & (e[:, 1] < part.stop)] for e in (pos, neg)]
-            self._pairs[key] = (mine[0], mine[1])
+            if sp.neg_per_pos:  # a positive's own negatives go where it goes
+                m = (pos[:, 1] >= part.start) & (pos[:, 1] < part.stop)
+                self._pairs[key] = (pos[m], neg.reshape(-1, sp.neg_per_pos, 2)[m].reshape(-1, 2))
+                self._pids[key] = np.flatnonzero(m)
+            else:
+                mine = [e[(e[:, 1] >= part.start) & (e[:, 1] < part.stop)] for e in (pos, neg)]
+                self._pairs[key] = (mine[0], mine[1])
         return self._pairs[key]
 
     def eval_seeds(self, part: Part, split: str) -> np.ndarray:
@@ -308,6 +326,16 @@ class LinkPrediction(Task):
         if split == "train":
             return [SeedBatch(np.empty(0, np.int64))]
         pos, neg = self._owned_pairs(part, split)
+        k = self._need_split().neg_per_pos
+        if k:  # whole groups: a positive with its own negatives
+            pid = self._pids[(part.part_id, split)]
+            out = []
+            for b in np.array_split(np.arange(pos.shape[0]),
+                                    max(1, -(-pos.shape[0] * (k + 1) // batch_size))):
+                sb = self._batch(pos[b, 0], pos[b, 1], neg.reshape(-1, k, 2)[b, :, 1])
+                sb.payload["pid"] = np.concatenate([pid[b], np.full(b.size * k, -1)]).astype(np.int64)
+                out.append(sb)
+            return out
         n_pos = pos.shape[0]
         pairs = np.concatenate([pos, neg])
         out = []
@@ -320,7 +348,8 @@ class LinkPrediction(Task):
         p = batch.payload
         if not p:
             return np.empty((0, 4), np.int64)
-        return np.stack([p["src"], p["dst"], p["label"], p["group"]], axis=1).astype(np.int64)
+        cols = [p["src"], p["dst"], p["label"], p["group"], *([p["pid"]] if "pid" in p else [])]
+        return np.stack(cols, axis=1).astype(np.int64)
 
     # --- scores, loss, metrics ------------------------------------------------------------
 
@@ -364,7 +393,12 @@ class LinkPrediction(Task):
 
     def _score_state(self, s: Tensor, target: Tensor) -> MetricState:
         s64 = s.detach().to(torch.float64).cpu().numpy()
-        label = target[:, 2].cpu().numpy()
+        t = target.cpu().numpy()
+        label = t[:, 2]
+        if t.shape[1] > 4:  # per-source: positive i against the negatives of group i
+            pos, neg = s64[label == 1], s64[label == 0]
+            return {"pid": t[label == 1, 4],
+                    "rr": ranking.per_source_rr(pos, neg.reshape(pos.size, neg.size // max(1, pos.size)))}
         return {"pos": s64[label == 1], "neg": s64[label == 0]}
 
     def eval_step(self, model: nn.Module, batch: PreparedBatch) -> MetricState:
@@ -380,7 +414,8 @@ class LinkPrediction(Task):
             lo, hi = self._need_split().dst_range
             return self._to_new(np.arange(lo, hi, dtype=np.int64))
         pos, neg = self._owned_pairs(part, split)
-        return np.concatenate([pos[:, 0], neg[:, 0]])
+        return np.concatenate([pos[:, 0], neg[:, 0], neg[:, 1] if self.ranking == "per_source"
+                               else np.empty(0, np.int64)])
 
     def _rows(self, part: Part, ids: np.ndarray) -> np.ndarray:
         """Rows of ``ids`` (partitioned) in :meth:`eval_state`'s ``outputs``: the owned
@@ -404,8 +439,10 @@ class LinkPrediction(Task):
         pairs = np.concatenate([pos, neg])
         rows = self._rows(part, pairs)
         label = np.r_[np.ones(len(pos), np.int64), np.zeros(len(neg), np.int64)]
-        target = torch.from_numpy(np.stack([rows[:, 0], rows[:, 1], label,
-                                            np.full(len(pairs), -1)], 1).astype(np.int64))
+        cols = [rows[:, 0], rows[:, 1], label, np.full(len(pairs), -1)]
+        if self.ranking == "per_source":
+            cols.append(np.r_[self._pids[(part.part_id, split)], np.full(len(neg), -1)])
+        target = torch.from_numpy(np.stack(cols, 1).astype(np.int64))
         return self._score_state(self.score(model, outputs, target), target)
 
     def _item_ranking_state(self, part: Part, outputs: Tensor, split: str,
@@ -472,6 +509,9 @@ class LinkPrediction(Task):
             users = np.asarray(state["user"], dtype=np.int64)
             res["recall"] = ranking.mean_by_id(users, np.asarray(state["recall"]))
             res["ndcg"] = ranking.mean_by_id(users, np.asarray(state["ndcg"]))
+        if "pid" in state:
+            res["mrr"] = ranking.mean_by_id(np.asarray(state["pid"], dtype=np.int64),
+                                            np.asarray(state["rr"]))
         return res
 
     def predict(self, out: Tensor, what: str) -> Tensor:

@@ -162,3 +162,83 @@ def test_item_ranking_needs_a_user_item_graph_and_layerwise_eval(tmp_path: Path)
     t2, _, _ = items_task(tmp_path)
     with pytest.raises(ValueError, match="set train.eval=full"):
         t2.eval_batches(_Part(0, 0, 10), "test", 100)  # type: ignore[arg-type]
+
+
+# --- per-source MRR (OGB's ogbl-citation2 layout) ---------------------------------------------
+
+def write_ogbl_mrr(root: Path, n: int = 150, k: int = 10, seed: int = 0) -> None:
+    """OGB's link layout with source_node / target_node / target_node_neg split files
+    (torch-saved dicts of numpy arrays, as OGB writes them)."""
+    rng = np.random.default_rng(seed)
+    e = rng.integers(0, n, size=(900, 2))
+    e = np.unique(np.sort(e[e[:, 0] != e[:, 1]], axis=1), axis=0)
+    e = e[rng.permutation(len(e))]
+    folder = root / "split" / "time"
+    folder.mkdir(parents=True)
+    parts = {"train": e[40:], "valid": e[:20], "test": e[20:40]}
+    for name, pairs in parts.items():
+        d = {"source_node": pairs[:, 0].copy(), "target_node": pairs[:, 1].copy()}
+        if name != "train":
+            d["target_node_neg"] = rng.integers(0, n, size=(len(pairs), k))
+        torch.save(d, folder / f"{name}.pt")
+
+
+def mrr_task(tmp_path: Path) -> LinkPrediction:
+    write_ogbl_mrr(tmp_path / "mrr")
+    ds = parse_dataset({"name": "mrr", "source": "ogbl", "path": str(tmp_path / "mrr")})
+    task = LinkPrediction(ranking="per_source", hits_k=5)
+    task.load_graph(ds)
+    return task
+
+
+def ref_mrr(h: torch.Tensor, pos: np.ndarray, neg: np.ndarray, k: int) -> float:
+    """Per positive: 1 / (1 + negatives above + half the ties), its own k negatives."""
+    rr = []
+    for i, (u, v) in enumerate(pos.tolist()):
+        s = float(h[u] @ h[v])
+        ns = [float(h[a] @ h[b]) for a, b in neg[i * k:(i + 1) * k].tolist()]
+        rr.append(1.0 / (1 + sum(x > s for x in ns) + 0.5 * sum(x == s for x in ns)))
+    return float(np.mean(rr))
+
+
+def test_ogb_mrr_layout_loads_each_positive_with_its_own_negatives(tmp_path: Path) -> None:
+    task = mrr_task(tmp_path)
+    sp = task.split
+    assert sp is not None and sp.neg_per_pos == 10
+    raw = torch.load(tmp_path / "mrr" / "split" / "time" / "test.pt", weights_only=False)
+    np.testing.assert_array_equal(sp.test[:, 1], raw["target_node"])
+    np.testing.assert_array_equal(sp.test_neg[:, 1], raw["target_node_neg"].reshape(-1))
+    np.testing.assert_array_equal(sp.test_neg[:, 0], np.repeat(raw["source_node"], 10))
+    assert task.metric == "mrr"
+    with pytest.raises(ValueError, match="own 10 negatives .*set ranking='per_source'"):
+        LinkPrediction(hits_k=5).load_graph(parse_dataset(
+            {"name": "mrr", "source": "ogbl", "path": str(tmp_path / "mrr")}))
+
+
+@pytest.mark.parametrize("split", ["val", "test"])
+def test_per_source_mrr_over_parts_and_sampled_equals_reference(tmp_path: Path, split: str) -> None:
+    task = mrr_task(tmp_path)
+    sp = task.split
+    assert sp is not None
+    n = sp.num_nodes
+    h = torch.randn(n, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    h = torch.round(h * 4) / 4  # coarse rows: tied scores occur and count half
+    want = ref_mrr(h, sp.pos(split), sp.neg(split), 10)
+    perm = np.random.default_rng(3).permutation(n)
+    moved = task.placed(perm)
+    assert isinstance(moved, LinkPrediction)
+    hn = torch.empty_like(h)
+    hn[torch.from_numpy(perm)] = h
+    layerwise, sampled = [], []
+    for p, (a, b) in enumerate([(0, 40), (40, 41), (41, 100), (100, n)]):
+        part = _Part(p, a, b)
+        extra = moved.extra_rows(part)  # type: ignore[arg-type]
+        outputs = torch.cat([hn[a:b], hn[torch.from_numpy(extra)]])
+        layerwise.append(moved.eval_state(part, outputs, split))  # type: ignore[arg-type]
+        for sb in moved.eval_batches(part, split, 23):  # type: ignore[arg-type]
+            target = torch.from_numpy(moved.targets(part, sb))  # type: ignore[arg-type]
+            sampled.append(moved.metric_state(hn[torch.from_numpy(sb.nodes)], target))
+    got = moved.metrics(moved.merge(layerwise))
+    assert got["mrr"] == pytest.approx(want, abs=1e-12)
+    assert moved.metrics(moved.merge(sampled[::-1]))["mrr"] == got["mrr"]  # bit-exact
+    assert 0.05 < want < 0.95

@@ -242,3 +242,24 @@ def test_per_source_mrr_over_parts_and_sampled_equals_reference(tmp_path: Path, 
     assert got["mrr"] == pytest.approx(want, abs=1e-12)
     assert moved.metrics(moved.merge(sampled[::-1]))["mrr"] == got["mrr"]  # bit-exact
     assert 0.05 < want < 0.95
+
+
+def test_item_ranking_on_two_ray_workers_equals_single_process(ray_local: None, tmp_path: Path) -> None:
+    """One exact step (all neighbours, SGD), then layer-wise all-item ranking: each worker
+    ranks its own users with the item rows fetched from their owners."""
+    from gnntrain.rundir import RunDir
+    from gnntrain.runtime.coordinator import run_training
+    from tests.runtime.helpers import ONE_STEP, tiny_cfg
+
+    write_lightgcn(tmp_path / "cf", users=60, items=80, seed=3)
+    over = [f"dataset={{name: cf, source: lightgcn, path: {tmp_path / 'cf'}}}", "task.kind=link",
+            'task.options={"ranking": "items", "hits_k": 10, "exclude_targets": false}',
+            "train.eval=full", *ONE_STEP, "sampler.batch_size=100000"]
+    single = run_training(tiny_cfg(tmp_path, *over, fanouts="[-1,-1]"), single_process=True,
+                          progress=False)
+    dist = run_training(tiny_cfg(tmp_path, *over, workers=2, fanouts="[-1,-1]"), progress=False)
+    rs, rd = (RunDir(Path(s["run_dir"])).metrics()[-1] for s in (single, dist))
+    assert rd["eval_mode"] == "full" and rd["eval_comm"]["by_category"]["eval"] > 0
+    for key in ("val_recall", "val_ndcg", "test_recall", "test_ndcg"):
+        assert rd[key] == pytest.approx(rs[key], abs=1e-9), key
+    assert 0 < rs["test_recall"] < 1

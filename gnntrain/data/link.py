@@ -396,19 +396,10 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     n_test = int(round(test_frac * ei.shape[0]))
     held = np.zeros(ei.shape[0], dtype=np.int8)  # 0 train, 1 val, 2 test
     if keep_train_per_node:
-        deg = np.bincount(ei.ravel(), minlength=n)  # training edges left per node
-        want = [(1, n_val), (2, n_test)]
+        spare = np.bincount(ei.ravel(), minlength=n) - 1  # edges a node can still give up
         cand = order
-        for label, count in want:
-            taken: list[int] = []
-            for i in cand:
-                if len(taken) == count:
-                    break
-                u, v = ei[i]
-                if deg[u] > 1 and deg[v] > 1:
-                    deg[u] -= 1
-                    deg[v] -= 1
-                    taken.append(int(i))
+        for label, count in ((1, n_val), (2, n_test)):
+            taken = _take_keeping_one(ei, cand, spare, count)
             held[taken] = label
             cand = cand[held[cand] == 0]
     else:
@@ -421,6 +412,54 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     return EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
                      test=edges["test"], test_neg=negs["test"], undirected=undirected,
                      where=f"random split of {graph.name}").check()
+
+
+def _take_keeping_one(ei: np.ndarray, cand: np.ndarray, spare: np.ndarray, count: int,
+                      block: int = 8192) -> np.ndarray:
+    """The first ``count`` edges of ``cand`` (in order) that can be held out while both
+    endpoints keep a training edge: edge ``(u, v)`` is taken when ``spare[u] > 0`` and
+    ``spare[v] > 0`` at its turn, which then drop by one (``spare`` is updated in place).
+
+    The greedy scan, in numpy blocks: within a block an edge is surely taken when both
+    endpoints have spare left even if every earlier edge of the block touching them was
+    taken, surely skipped when one endpoint has none left already; only the edges between
+    those bounds are decided one by one, with the exact count of earlier takes."""
+    out: list[np.ndarray] = []
+    done = 0
+    for b0 in range(0, cand.size, block):
+        if done == count:
+            break
+        idx = cand[b0:b0 + block]
+        ends = ei[idx]  # [B, 2]
+        flat = ends.ravel()
+        # earlier appearances of each endpoint in this block (occurrence rank)
+        order = np.argsort(flat, kind="stable")
+        sf = flat[order]
+        first = np.r_[0, np.flatnonzero(sf[1:] != sf[:-1]) + 1]
+        rank_sorted = np.arange(sf.size) - np.repeat(first, np.diff(np.r_[first, sf.size]))
+        before = np.empty_like(rank_sorted)
+        before[order] = rank_sorted
+        before = before.reshape(-1, 2)
+        have = spare[ends]
+        sure = ((have - before) > 0).all(1)
+        never = (have <= 0).any(1)
+        take = sure.copy()
+        open_ = np.flatnonzero(~sure & ~never)
+        if open_.size:
+            for j in open_.tolist():  # in order: earlier decisions are final
+                u, v = int(ends[j, 0]), int(ends[j, 1])
+                prev = take[:j]
+                ok = True
+                for w in (u, v):
+                    used = int((prev & ((ends[:j, 0] == w) | (ends[:j, 1] == w))).sum())
+                    ok = ok and spare[w] - used > 0
+                take[j] = ok
+        hit = np.flatnonzero(take)[:count - done]
+        taken = idx[hit]
+        np.subtract.at(spare, ei[taken].ravel(), 1)
+        out.append(taken)
+        done += hit.size
+    return np.concatenate(out) if out else np.empty(0, np.int64)
 
 
 def renumber(split: EdgeSplit, new_ids: np.ndarray) -> EdgeSplit:

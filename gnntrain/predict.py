@@ -6,6 +6,10 @@ Examples::
     python -m gnntrain.predict runs/cora-20261130-081500 --what probs --out probs/
     python -m gnntrain.predict runs/cora-20261130-081500 --what embeddings --layer 1
     python -m gnntrain.predict runs/cora-20261130-081500 --single-process    # one process
+    python -m gnntrain.predict runs/ddi-20261130-081500 --pairs pairs.csv    # link scores
+
+``--pairs FILE`` scores the given node pairs of a link-prediction run instead
+(:mod:`gnntrain.predict_pairs`).
 
 The run's own config (``config.yaml``), partition set (the path ``partition.json``
 records, or the stored set ``build_partition_set`` finds again) and worker count are
@@ -429,6 +433,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="output directory (default RUN_DIR/predictions/<what>)")
     ap.add_argument("--force", action="store_true", help="replace an existing output directory")
     ap.add_argument("--format", dest="fmt", default="npy", help="npy (default) | parquet (needs pyarrow)")
+    ap.add_argument("--pairs", type=Path, default=None,
+                    help="link runs: score the pairs of this CSV/TSV ('src dst') or .npy [2, P] "
+                    "file; --out is then a .csv, .tsv or .npy file (default "
+                    "RUN_DIR/predictions/pair-scores.csv)")
     ap.add_argument("--single-process", action="store_true",
                     help="one in-process worker over the whole graph (no Ray, no partition set)")
     return ap.parse_args(argv)
@@ -441,8 +449,16 @@ def main(argv: list[str] | None = None) -> int:
     from partition import PartitionError
 
     try:
-        predict(args.run_dir, args.what, args.layer, args.out, force=args.force, fmt=args.fmt,
-                single_process=args.single_process)
+        if args.pairs is not None:
+            from gnntrain.predict_pairs import predict_pairs
+
+            if args.what != "logits" or args.layer is not None:
+                raise PredictError("--pairs writes pair scores: --what and --layer do not apply")
+            predict_pairs(args.run_dir, args.pairs, args.out, force=args.force,
+                          single_process=args.single_process)
+        else:
+            predict(args.run_dir, args.what, args.layer, args.out, force=args.force, fmt=args.fmt,
+                    single_process=args.single_process)
     except (PredictError, ConfigError, DataError, PartitionError, FileNotFoundError) as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2

@@ -14,7 +14,10 @@ Sources (``dataset.source``)::
               <path>/split/<name>/{train,valid,test}.pt
                   torch-saved dicts of numpy arrays: ``edge`` [E, 2] (positives) and, for
                   valid/test, ``edge_neg`` [E', 2] (the negatives every positive is ranked
-                  against). Read with ``torch.load(weights_only=True)`` and only numpy's
+                  against); or, for the MRR datasets (``ogbl-citation2``), ``source_node``
+                  and ``target_node`` [E] (positives) and ``target_node_neg`` [E, K] (each
+                  positive's own K negative destinations, same source). Read with
+                  ``torch.load(weights_only=True)`` and only numpy's
                   array-reconstruction globals allowed (:func:`load_pt`): a file that asks
                   for anything else is refused, never executed.
     lightgcn  LightGCN user-item files: <path>/{train,valid,test}.txt, one line per user
@@ -61,8 +64,10 @@ class EdgeSplit:
 
     ``train`` are the message-passing (and training) edges; ``val``/``test`` the positives
     scored, ``val_neg``/``test_neg`` the negatives they are ranked against (shared by all
-    positives of the split, OGB's Hits@K protocol). ``dst_lo``/``dst_hi`` bound the
-    destination space negatives are drawn from (items only for a user-item graph).
+    positives of the split, OGB's Hits@K protocol), or with ``neg_per_pos`` = K > 0 each
+    positive's own K negatives (rows ``i*K .. i*K+K-1`` belong to positive ``i``, same
+    source; OGB's MRR protocol). ``dst_lo``/``dst_hi`` bound the destination space
+    negatives are drawn from (items only for a user-item graph).
     """
 
     num_nodes: int
@@ -75,6 +80,7 @@ class EdgeSplit:
     dst_lo: int = 0
     dst_hi: int = -1
     where: str = ""
+    neg_per_pos: int = 0
 
     def pos(self, split: str) -> np.ndarray:
         return {"train": self.train, "val": self.val, "test": self.test}[split]
@@ -97,6 +103,14 @@ class EdgeSplit:
                 bad = int(a.min()) if a.min() < 0 else int(a.max())
                 raise DataError(f"{self.where}: {name} edge endpoint {bad} is outside "
                                 f"[0, num_nodes={n}); ids must be 0-based and below the node count")
+        for name in EVAL_SPLITS if self.neg_per_pos else ():
+            want = self.pos(name).shape[0] * self.neg_per_pos
+            if self.neg(name).shape[0] != want or (
+                    want and not np.array_equal(np.repeat(self.pos(name)[:, 0], self.neg_per_pos),
+                                                self.neg(name)[:, 0])):
+                raise DataError(f"{self.where}: {name} has {self.neg(name).shape[0]} negatives for "
+                                f"{self.pos(name).shape[0]} positives; expected {self.neg_per_pos} "
+                                "per positive, each with the positive's source")
         if self.train.shape[0] == 0:
             raise DataError(f"{self.where}: the split source gives no training edges")
         seen = _keys(self.train, n, self.undirected)
@@ -213,6 +227,40 @@ def _pairs(d: dict[str, np.ndarray], key: str, path: Path) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def _ids(d: dict[str, np.ndarray], key: str, path: Path, ndim: int) -> np.ndarray:
+    if key not in d:
+        raise DataError(f"{path}: no key {key!r} (found {sorted(d)}); expected OGB's "
+                        "source_node [E], target_node [E] and target_node_neg [E, K]")
+    a = np.asarray(d[key])
+    if a.ndim != ndim or not np.issubdtype(a.dtype, np.integer):
+        raise DataError(f"{path}: {key} has shape {a.shape} and dtype {a.dtype}, expected "
+                        f"{'[E]' if ndim == 1 else '[E, K]'} integer node ids")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _split_edges(d: dict[str, np.ndarray], path: Path, negatives: bool
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Positives, negatives and negatives per positive (0: shared) of one OGB split file,
+    in either layout: ``edge``/``edge_neg`` or ``source_node``/``target_node``/
+    ``target_node_neg``."""
+    if "source_node" not in d:
+        pos = _pairs(d, "edge", path)
+        return pos, _pairs(d, "edge_neg", path) if negatives else np.empty((0, 2), np.int64), 0
+    src, dst = _ids(d, "source_node", path, 1), _ids(d, "target_node", path, 1)
+    if src.shape != dst.shape:
+        raise DataError(f"{path}: source_node has {src.size} ids, target_node {dst.size}; "
+                        "they must pair up")
+    pos = np.stack([src, dst], 1)
+    if not negatives:
+        return pos, np.empty((0, 2), np.int64), 0
+    neg = _ids(d, "target_node_neg", path, 2)
+    if neg.shape[0] != src.size:
+        raise DataError(f"{path}: target_node_neg has {neg.shape[0]} rows for {src.size} "
+                        "positives; expected one row of negatives per positive")
+    k = int(neg.shape[1])
+    return pos, np.stack([np.repeat(src, k), neg.reshape(-1)], 1), k
+
+
 def load_ogbl(path: Path, split: int | str = 0) -> EdgeSplit:
     """OGB's link-property folder ``path`` (see module doc); ``split`` names the folder
     under ``split/`` (the default 0 takes the only one)."""
@@ -230,17 +278,19 @@ def load_ogbl(path: Path, split: int | str = 0) -> EdgeSplit:
                         "dataset.split")
     files = {s: load_pt(folder / f"{f}.pt") for s, f in (("train", "train"), ("val", "valid"),
                                                           ("test", "test"))}
-    train = _pairs(files["train"], "edge", folder / "train.pt")
+    train, _, _ = _split_edges(files["train"], folder / "train.pt", False)
+    val, val_neg, kv = _split_edges(files["val"], folder / "valid.pt", True)
+    test, test_neg, kt = _split_edges(files["test"], folder / "test.pt", True)
+    if kv != kt:
+        raise DataError(f"{folder}: valid.pt has {kv} negatives per positive, test.pt {kt}; "
+                        "both splits must use the same protocol")
     nn = path / "raw" / "num-node-list.csv.gz"
     if nn.is_file():
         n = int(read_table(nn, kind="int", header=False).values.sum())
     else:
-        n = int(max(int(np.max(a["edge"])) for a in files.values())) + 1
-    return EdgeSplit(num_nodes=n, train=train,
-                     val=_pairs(files["val"], "edge", folder / "valid.pt"),
-                     val_neg=_pairs(files["val"], "edge_neg", folder / "valid.pt"),
-                     test=_pairs(files["test"], "edge", folder / "test.pt"),
-                     test_neg=_pairs(files["test"], "edge_neg", folder / "test.pt"),
+        n = max(int(a.max()) for a in (train, val, val_neg, test, test_neg) if a.size) + 1
+    return EdgeSplit(num_nodes=n, train=train, val=val, val_neg=val_neg, test=test,
+                     test_neg=test_neg, neg_per_pos=kv,
                      undirected=True, where=str(folder)).check()
 
 
@@ -346,19 +396,10 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     n_test = int(round(test_frac * ei.shape[0]))
     held = np.zeros(ei.shape[0], dtype=np.int8)  # 0 train, 1 val, 2 test
     if keep_train_per_node:
-        deg = np.bincount(ei.ravel(), minlength=n)  # training edges left per node
-        want = [(1, n_val), (2, n_test)]
+        spare = np.bincount(ei.ravel(), minlength=n) - 1  # edges a node can still give up
         cand = order
-        for label, count in want:
-            taken: list[int] = []
-            for i in cand:
-                if len(taken) == count:
-                    break
-                u, v = ei[i]
-                if deg[u] > 1 and deg[v] > 1:
-                    deg[u] -= 1
-                    deg[v] -= 1
-                    taken.append(int(i))
+        for label, count in ((1, n_val), (2, n_test)):
+            taken = _take_keeping_one(ei, cand, spare, count)
             held[taken] = label
             cand = cand[held[cand] == 0]
     else:
@@ -371,6 +412,54 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     return EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
                      test=edges["test"], test_neg=negs["test"], undirected=undirected,
                      where=f"random split of {graph.name}").check()
+
+
+def _take_keeping_one(ei: np.ndarray, cand: np.ndarray, spare: np.ndarray, count: int,
+                      block: int = 8192) -> np.ndarray:
+    """The first ``count`` edges of ``cand`` (in order) that can be held out while both
+    endpoints keep a training edge: edge ``(u, v)`` is taken when ``spare[u] > 0`` and
+    ``spare[v] > 0`` at its turn, which then drop by one (``spare`` is updated in place).
+
+    The greedy scan, in numpy blocks: within a block an edge is surely taken when both
+    endpoints have spare left even if every earlier edge of the block touching them was
+    taken, surely skipped when one endpoint has none left already; only the edges between
+    those bounds are decided one by one, with the exact count of earlier takes."""
+    out: list[np.ndarray] = []
+    done = 0
+    for b0 in range(0, cand.size, block):
+        if done == count:
+            break
+        idx = cand[b0:b0 + block]
+        ends = ei[idx]  # [B, 2]
+        flat = ends.ravel()
+        # earlier appearances of each endpoint in this block (occurrence rank)
+        order = np.argsort(flat, kind="stable")
+        sf = flat[order]
+        first = np.r_[0, np.flatnonzero(sf[1:] != sf[:-1]) + 1]
+        rank_sorted = np.arange(sf.size) - np.repeat(first, np.diff(np.r_[first, sf.size]))
+        before = np.empty_like(rank_sorted)
+        before[order] = rank_sorted
+        before = before.reshape(-1, 2)
+        have = spare[ends]
+        sure = ((have - before) > 0).all(1)
+        never = (have <= 0).any(1)
+        take = sure.copy()
+        open_ = np.flatnonzero(~sure & ~never)
+        if open_.size:
+            for j in open_.tolist():  # in order: earlier decisions are final
+                u, v = int(ends[j, 0]), int(ends[j, 1])
+                prev = take[:j]
+                ok = True
+                for w in (u, v):
+                    used = int((prev & ((ends[:j, 0] == w) | (ends[:j, 1] == w))).sum())
+                    ok = ok and spare[w] - used > 0
+                take[j] = ok
+        hit = np.flatnonzero(take)[:count - done]
+        taken = idx[hit]
+        np.subtract.at(spare, ei[taken].ravel(), 1)
+        out.append(taken)
+        done += hit.size
+    return np.concatenate(out) if out else np.empty(0, np.int64)
 
 
 def renumber(split: EdgeSplit, new_ids: np.ndarray) -> EdgeSplit:

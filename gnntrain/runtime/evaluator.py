@@ -109,7 +109,8 @@ class Evaluator:
                         if bounds[q + 1] > bounds[q]}
             replies = self._ask_hidden(requests, out_layer)
             outputs = np.concatenate([outputs, *[replies[o] for o in sorted(requests)]])
-        res = {s: self.task.to_json(self.task.eval_state(a.part, torch.from_numpy(outputs), s))
+        res = {s: self.task.to_json(self.task.eval_state(a.part, torch.from_numpy(outputs), s,
+                                                             model=self.model))
                for s in SPLITS}
         self.hidden = {out_layer: self.hidden[out_layer]}
         a.progress.set("idle")

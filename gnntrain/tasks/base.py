@@ -195,10 +195,13 @@ class Task(ABC):
                                         for s in SPLITS]))
         return ids[(ids < part.start) | (ids >= part.stop)]
 
-    def eval_state(self, part: Part, outputs: Tensor, split: str) -> MetricState:
+    def eval_state(self, part: Part, outputs: Tensor, split: str,
+                   model: nn.Module | None = None) -> MetricState:
         """The metric state of ``split`` from the final outputs of every node this part
         owns (row ``i`` = local node ``i``), as layer-wise inference produces them, followed
-        by the rows of :meth:`extra_rows` (none unless :meth:`eval_rows` asks for some)."""
+        by the rows of :meth:`extra_rows` (none unless :meth:`eval_rows` asks for some).
+        ``model`` is the evaluated model, for a task that scores with more of it than its
+        outputs (a link task's learned decoder)."""
         ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
         local = torch.from_numpy(ids - part.start)
         target = torch.from_numpy(self.targets(part, SeedBatch(ids)))

@@ -7,16 +7,18 @@ the validation and test pairs. After partitioning, :meth:`placed` records the re
 
 **Training examples** are the message-passing edges themselves: a part's in-edge CSR holds
 every edge ``u -> v`` whose destination it owns, so each directed training edge is owned by
-the owner of its destination and nothing is stored twice. An epoch shuffles a part's
-edges (seeded by (seed, epoch, rank)) into exactly ``steps`` batches.
+the owner of its destination and nothing is stored twice. On a user-item graph the
+examples are the ``user -> item`` edges (the ``item -> user`` reverses carry messages
+only). An epoch shuffles a part's examples (seeded by (seed, epoch, rank)) into exactly
+``steps`` batches.
 
 **Negatives** per positive ``(u, v)``, ``num_negatives`` of them, ``(u, w)`` with ``w``:
 ``uniform`` over the destination space (all nodes; the items of a user-item graph),
-``pairs`` (both ends drawn: ``(w1, w2)`` uniform over the source and destination spaces, the
+``uniform_pairs`` (both ends drawn: ``(w1, w2)`` uniform over the source and destination spaces, the
 random pairs OGB's own examples train against and its ``edge_neg`` evaluation sets hold),
 ``degree`` with probability proportional to ``in_degree(w) ** 0.75``, or ``in_batch``
 (the destinations of other positives of the same batch: no extra nodes to sample). The
-uniform, pairs and degree draws are a hash of (seed, epoch, u, v, j) in the graph's own ids, so
+uniform, uniform_pairs and degree draws are a hash of (seed, epoch, u, v, j) in the graph's own ids, so
 a positive gets the same negatives whichever worker, step or partitioning draws it; that
 makes k workers over one global batch equal to one process exactly.
 
@@ -38,9 +40,24 @@ layer (:meth:`eval_rows`, one request per owner, the ``hidden`` path of layer-wi
 inference). Sampled (``train.eval: sampled``; exact with ``sampler.fanouts`` all ``-1``):
 batches seeded with the pairs' endpoints. The validation/test pairs travel inside this
 task object to every worker (each keeps the ones it owns); they are O(eval pairs), the
-training edges are never copied. A ``mlp`` decoder scores sampled evaluation only (the
-layer-wise scoring sees the rows, not the model). Metrics (:mod:`gnntrain.tasks.ranking`): ``hits`` (Hits@``hits_k``,
-the headline), ``mrr``, ``auc``; training batches report ``pair_acc``.
+training edges are never copied. Both modes score with the task's decoder (a ``mlp``
+decoder is the model's own module, applied to the same rows). Metrics
+(:mod:`gnntrain.tasks.ranking`): ``hits`` (Hits@``hits_k``, the headline), ``mrr``,
+``auc``; training batches report ``pair_acc``.
+
+**All-item ranking** (``ranking: items``, user-item graphs: ``dataset.source: lightgcn``):
+each worker ranks, for every user it owns with validation (test) items, **every** item,
+the user's training items (and, for test, validation items) excluded, and keeps
+Recall@``hits_k`` and NDCG@``hits_k`` per user (:func:`ranking.recall_ndcg_at_k`); the
+item rows come from their owners once, after the last layer (:meth:`eval_rows`). The
+merged state holds one value per user, so the mean equals the single-process one
+exactly. Headline ``recall``; layer-wise evaluation only (``train.eval: full``).
+
+**Per-source ranking** (``ranking: per_source``, OGB's MRR datasets such as
+``ogbl-citation2``, whose split files give every positive its own negatives): each
+positive is ranked against its own K negatives (same source) by the worker that owns its
+destination; the state keeps one reciprocal rank per positive with the positive's index,
+so the merged ``mrr`` (the headline) equals the single-process one exactly.
 """
 
 from __future__ import annotations
@@ -67,8 +84,10 @@ if TYPE_CHECKING:
 
 DECODERS = ("dot", "mlp")
 LOSSES = ("bce", "bpr")
-NEGATIVES = ("uniform", "pairs", "degree", "in_batch")
-_SCORE_KEYS = ("pos", "neg")
+NEGATIVES = ("uniform", "uniform_pairs", "degree", "in_batch")
+RANKINGS = ("pairs", "items", "per_source")
+_CONCAT_KEYS = ("pos", "neg", "user", "recall", "ndcg", "pid", "rr")
+_USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
 
 
 def _option(name: str, value: Any, allowed: Sequence[Any]) -> None:
@@ -129,8 +148,9 @@ class LinkPrediction(Task):
     def __init__(self, decoder: str = "dot", loss: str = "bce", negatives: str = "uniform",
                  num_negatives: int = 1, exclude_targets: bool = True, hits_k: int = 20,
                  val_frac: float = 0.05, test_frac: float = 0.1, split_seed: int = 0,
-                 keep_train_per_node: bool = True) -> None:
+                 keep_train_per_node: bool = True, ranking: str = "pairs") -> None:
         _option("decoder", decoder, DECODERS)
+        _option("ranking", ranking, RANKINGS)
         _option("loss", loss, LOSSES)
         _option("negatives", negatives, NEGATIVES)
         for name, v, lo in (("num_negatives", num_negatives, 1), ("hits_k", hits_k, 1)):
@@ -146,11 +166,15 @@ class LinkPrediction(Task):
         self.num_negatives, self.exclude_targets, self.hits_k = num_negatives, exclude_targets, hits_k
         self.val_frac, self.test_frac, self.split_seed = float(val_frac), float(test_frac), split_seed
         self.keep_train_per_node = bool(keep_train_per_node)
+        self.ranking = ranking
+        if ranking != "pairs":  # the headline follows the protocol
+            self.metric = "recall" if ranking == "items" else "mrr"  # type: ignore[misc]
         self.split: EdgeSplit | None = None
         self._new: np.ndarray | None = None  # graph id -> partitioned id (None: identity)
         self._orig: np.ndarray | None = None  # partitioned id -> graph id
         self._cdf: np.ndarray | None = None  # degree ** 0.75 over the destination range
         self._pairs: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._pids: dict[tuple[int, str], np.ndarray] = {}  # per_source: positives' indices
 
     # --- edges ----------------------------------------------------------------------------
 
@@ -167,7 +191,17 @@ class LinkPrediction(Task):
                                       keep_train_per_node=self.keep_train_per_node)
             if graph is not None or getattr(dataset, "features", "stored") is not None:
                 x = base.x  # the source's own features
-        for s in ("val", "test"):
+        if self.ranking == "items" and split.dst_range[0] == 0:
+            raise ValueError(f"task.options.ranking='items' ranks the items of a user-item graph; "
+                             f"dataset {dataset.name!r} (source={dataset.source}) has none: use "
+                             "dataset.source=lightgcn or ranking='pairs'")
+        if (self.ranking == "per_source") != (split.neg_per_pos > 0):
+            raise ValueError(f"task.options.ranking={self.ranking!r}: dataset {dataset.name!r} "
+                             + (f"gives each positive its own {split.neg_per_pos} negatives (OGB's "
+                                "MRR protocol): set ranking='per_source'" if split.neg_per_pos else
+                                "has no per-positive negatives (OGB's target_node_neg): "
+                                "per_source ranking needs them"))
+        for s in ("val", "test") if self.ranking == "pairs" else ():
             if split.neg(s).shape[0] < self.hits_k and split.pos(s).shape[0]:
                 raise ValueError(f"task.options.hits_k={self.hits_k}: the {s} split has only "
                                  f"{split.neg(s).shape[0]} negatives; K must be at most that")
@@ -178,7 +212,7 @@ class LinkPrediction(Task):
         lo, hi = split.dst_range
         w = np.diff(g.indptr)[lo:hi].astype(np.float64) ** 0.75
         self._cdf = np.cumsum(w)
-        self._pairs = {}
+        self._pairs, self._pids = {}, {}
         return g
 
     def placed(self, new_ids: np.ndarray) -> Task:
@@ -186,7 +220,7 @@ class LinkPrediction(Task):
         t._new = np.asarray(new_ids, dtype=np.int64)
         t._orig = np.empty_like(t._new)
         t._orig[t._new] = np.arange(t._new.size, dtype=np.int64)
-        t._pairs = {}
+        t._pairs, t._pids = {}, {}
         return t
 
     def _need_split(self) -> EdgeSplit:
@@ -206,8 +240,21 @@ class LinkPrediction(Task):
     def out_dim(self, num_classes: int, hidden: int) -> int:
         return hidden
 
+    def _train_edges(self, part: Part) -> tuple[np.ndarray, np.ndarray]:
+        """The part's training edges ``(src, dst)``, partitioned ids: its in-edges; on a
+        user-item graph only those into an item (``user -> item``), so every positive is a
+        (user, item) pair and its negatives are items, never the reverse direction."""
+        dst = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
+        src = np.asarray(part.indices, dtype=np.int64)
+        lo, hi = self._need_split().dst_range
+        if lo > 0 or hi < self._need_split().num_nodes:
+            g = self._to_graph(dst)
+            keep = (g >= lo) & (g < hi)
+            src, dst = src[keep], dst[keep]
+        return src, dst
+
     def num_train_examples(self, part: Part) -> int:
-        return int(part.indices.shape[0])
+        return int(self._train_edges(part)[0].shape[0])
 
     def _negatives(self, src: np.ndarray, dst: np.ndarray, seed: int,
                    epoch: int) -> tuple[np.ndarray | None, np.ndarray]:
@@ -262,8 +309,7 @@ class LinkPrediction(Task):
 
     def epoch_batches(self, part: Part, steps: int, *, seed: int, epoch: int, rank: int,
                       shuffle: bool, order: np.ndarray | None = None) -> list[SeedBatch]:
-        dst = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
-        src = np.asarray(part.indices, dtype=np.int64)
+        src, dst = self._train_edges(part)
         idx = np.arange(src.size)
         if shuffle:
             idx = np.random.default_rng([seed, epoch, rank]).permutation(src.size)
@@ -281,8 +327,13 @@ class LinkPrediction(Task):
         if key not in self._pairs:
             sp = self._need_split()
             pos, neg = self._to_new(sp.pos(split)), self._to_new(sp.neg(split))
-            mine = [e[(e[:, 1] >= part.start) & (e[:, 1] < part.stop)] for e in (pos, neg)]
-            self._pairs[key] = (mine[0], mine[1])
+            if sp.neg_per_pos:  # a positive's own negatives go where it goes
+                m = (pos[:, 1] >= part.start) & (pos[:, 1] < part.stop)
+                self._pairs[key] = (pos[m], neg.reshape(-1, sp.neg_per_pos, 2)[m].reshape(-1, 2))
+                self._pids[key] = np.flatnonzero(m)
+            else:
+                mine = [e[(e[:, 1] >= part.start) & (e[:, 1] < part.stop)] for e in (pos, neg)]
+                self._pairs[key] = (mine[0], mine[1])
         return self._pairs[key]
 
     def eval_seeds(self, part: Part, split: str) -> np.ndarray:
@@ -294,9 +345,22 @@ class LinkPrediction(Task):
         return np.unique(np.concatenate([pos.reshape(-1), neg.reshape(-1)]))
 
     def eval_batches(self, part: Part, split: str, batch_size: int) -> list[SeedBatch]:
+        if self.ranking == "items":
+            raise ValueError("task.options.ranking='items' ranks every item from the layer-wise "
+                             "rows: set train.eval=full (and a model with layer(i, block, h))")
         if split == "train":
             return [SeedBatch(np.empty(0, np.int64))]
         pos, neg = self._owned_pairs(part, split)
+        k = self._need_split().neg_per_pos
+        if k:  # whole groups: a positive with its own negatives
+            pid = self._pids[(part.part_id, split)]
+            out = []
+            for b in np.array_split(np.arange(pos.shape[0]),
+                                    max(1, -(-pos.shape[0] * (k + 1) // batch_size))):
+                sb = self._batch(pos[b, 0], pos[b, 1], neg.reshape(-1, k, 2)[b, :, 1])
+                sb.payload["pid"] = np.concatenate([pid[b], np.full(b.size * k, -1)]).astype(np.int64)
+                out.append(sb)
+            return out
         n_pos = pos.shape[0]
         pairs = np.concatenate([pos, neg])
         out = []
@@ -309,7 +373,8 @@ class LinkPrediction(Task):
         p = batch.payload
         if not p:
             return np.empty((0, 4), np.int64)
-        return np.stack([p["src"], p["dst"], p["label"], p["group"]], axis=1).astype(np.int64)
+        cols = [p["src"], p["dst"], p["label"], p["group"], *([p["pid"]] if "pid" in p else [])]
+        return np.stack(cols, axis=1).astype(np.int64)
 
     # --- scores, loss, metrics ------------------------------------------------------------
 
@@ -319,8 +384,8 @@ class LinkPrediction(Task):
         if self.decoder == "dot":
             return h.sum(-1)
         if model is None:
-            raise ValueError("task.options.decoder='mlp' scores with the model's decoder, which "
-                             "layer-wise evaluation does not see: set train.eval=sampled")
+            raise ValueError("task.options.decoder='mlp' scores with the model's decoder: pass "
+                             "the model (Task.eval_state(..., model=model))")
         dec = getattr(model, "decoder", None)
         if not callable(dec):
             raise ValueError("task.options.decoder='mlp' needs a model with a `decoder` module "
@@ -353,7 +418,12 @@ class LinkPrediction(Task):
 
     def _score_state(self, s: Tensor, target: Tensor) -> MetricState:
         s64 = s.detach().to(torch.float64).cpu().numpy()
-        label = target[:, 2].cpu().numpy()
+        t = target.cpu().numpy()
+        label = t[:, 2]
+        if t.shape[1] > 4:  # per-source: positive i against the negatives of group i
+            pos, neg = s64[label == 1], s64[label == 0]
+            return {"pid": t[label == 1, 4],
+                    "rr": ranking.per_source_rr(pos, neg.reshape(pos.size, neg.size // max(1, pos.size)))}
         return {"pos": s64[label == 1], "neg": s64[label == 0]}
 
     def eval_step(self, model: nn.Module, batch: PreparedBatch) -> MetricState:
@@ -365,33 +435,86 @@ class LinkPrediction(Task):
     def eval_rows(self, part: Part, split: str) -> np.ndarray:
         if split == "train":
             return np.empty(0, np.int64)
+        if self.ranking == "items":
+            lo, hi = self._need_split().dst_range
+            return self._to_new(np.arange(lo, hi, dtype=np.int64))
         pos, neg = self._owned_pairs(part, split)
-        return np.concatenate([pos[:, 0], neg[:, 0]])
+        return np.concatenate([pos[:, 0], neg[:, 0], neg[:, 1] if self.ranking == "per_source"
+                               else np.empty(0, np.int64)])
 
-    def eval_state(self, part: Part, outputs: Tensor, split: str) -> MetricState:
+    def _rows(self, part: Part, ids: np.ndarray) -> np.ndarray:
+        """Rows of ``ids`` (partitioned) in :meth:`eval_state`'s ``outputs``: the owned
+        ones first, then :meth:`Task.extra_rows` in sorted order."""
+        extra = self.extra_rows(part)
+        owned = (ids >= part.start) & (ids < part.stop)
+        return np.where(owned, ids - part.start,
+                        part.num_owned + np.searchsorted(extra, ids)).astype(np.int64)
+
+    @torch.no_grad()
+    def eval_state(self, part: Part, outputs: Tensor, split: str,
+                   model: nn.Module | None = None) -> MetricState:
         """Layer-wise: the owned pairs scored from the final rows of their endpoints (the
-        remote sources' rows follow the owned ones, :meth:`Task.extra_rows`)."""
+        remote sources' rows follow the owned ones, :meth:`Task.extra_rows`), with the
+        decoder of ``model`` where ``decoder`` is ``mlp``."""
         if split == "train":
             return {}
+        if self.ranking == "items":
+            return self._item_ranking_state(part, outputs, split, model)
         pos, neg = self._owned_pairs(part, split)
         pairs = np.concatenate([pos, neg])
-        extra = self.extra_rows(part)
-        owned = (pairs >= part.start) & (pairs < part.stop)
-        rows = np.where(owned, pairs - part.start,
-                        part.num_owned + np.searchsorted(extra, pairs)).astype(np.int64)
+        rows = self._rows(part, pairs)
         label = np.r_[np.ones(len(pos), np.int64), np.zeros(len(neg), np.int64)]
-        target = torch.from_numpy(np.stack([rows[:, 0], rows[:, 1], label,
-                                            np.full(len(pairs), -1)], 1).astype(np.int64))
-        return self.metric_state(outputs, target)
+        cols = [rows[:, 0], rows[:, 1], label, np.full(len(pairs), -1)]
+        if self.ranking == "per_source":
+            cols.append(np.r_[self._pids[(part.part_id, split)], np.full(len(neg), -1)])
+        target = torch.from_numpy(np.stack(cols, 1).astype(np.int64))
+        return self._score_state(self.score(model, outputs, target), target)
+
+    def _item_ranking_state(self, part: Part, outputs: Tensor, split: str,
+                            model: nn.Module | None) -> MetricState:
+        """Recall@K and NDCG@K of every owned user with ``split`` items, over all items
+        (graph ids: users ``0..U-1``, items ``lo..hi-1``)."""
+        sp = self._need_split()
+        lo, hi = sp.dst_range
+        truth = sp.pos(split)
+        known = sp.train if split == "val" else np.concatenate([sp.train, sp.val])
+        new_u = self._to_new(truth[:, 0])
+        mine = (new_u >= part.start) & (new_u < part.stop)
+        users = np.unique(truth[mine, 0])
+        if users.size == 0:
+            return {"user": np.empty(0, np.int64), "recall": np.empty(0), "ndcg": np.empty(0)}
+        h_items = outputs[torch.from_numpy(self._rows(part, self._to_new(np.arange(lo, hi))))]
+        h_users = outputs[torch.from_numpy(self._rows(part, self._to_new(users)))]
+        recall, ndcg = [], []
+        step = max(1, _USER_CHUNK // max(1, hi - lo))
+        for c in range(0, users.size, step):
+            cu = users[c:c + step]
+            scores = self.score_all(model, h_users[c:c + step], h_items).float().cpu().numpy()
+            r, n = ranking.recall_ndcg_at_k(scores, _user_item_cells(truth, cu, lo),
+                                            _user_item_cells(known, cu, lo), self.hits_k)
+            recall.append(r)
+            ndcg.append(n)
+        return {"user": users, "recall": np.concatenate(recall), "ndcg": np.concatenate(ndcg)}
+
+    def score_all(self, model: nn.Module | None, h_src: Tensor, h_dst: Tensor) -> Tensor:
+        """Scores [S, D] of every pair of rows ``h_src`` x ``h_dst`` with the task's decoder."""
+        if self.decoder == "dot":
+            return h_src @ h_dst.T
+        s, d = h_src.shape[0], h_dst.shape[0]
+        src = torch.arange(s).repeat_interleave(d)
+        dst = torch.arange(s, s + d).repeat(s)
+        target = torch.stack([src, dst], 1)
+        return self.score(model, torch.cat([h_src, h_dst]), target).reshape(s, d)
 
     def merge(self, states: Sequence[MetricState]) -> MetricState:
-        """Scores concatenate (the merged state is the multiset of all scores); counts sum."""
+        """Scores and per-user values concatenate (the merged state is the multiset of all
+        of them); counts sum."""
         out: MetricState = {}
         for st in states:
             for k, v in st.items():
                 v = np.asarray(v)
                 if k in out:
-                    out[k] = np.concatenate([out[k], v]) if k in _SCORE_KEYS else out[k] + v
+                    out[k] = np.concatenate([out[k], v]) if k in _CONCAT_KEYS else out[k] + v
                 else:
                     out[k] = v.copy()
         return out
@@ -407,9 +530,24 @@ class LinkPrediction(Task):
             res["hits"] = ranking.hits_at_k(pos, neg, self.hits_k)
             res["mrr"] = ranking.mrr(pos, neg)
             res["auc"] = ranking.auc(pos, neg)
+        if "user" in state:
+            users = np.asarray(state["user"], dtype=np.int64)
+            res["recall"] = ranking.mean_by_id(users, np.asarray(state["recall"]))
+            res["ndcg"] = ranking.mean_by_id(users, np.asarray(state["ndcg"]))
+        if "pid" in state:
+            res["mrr"] = ranking.mean_by_id(np.asarray(state["pid"], dtype=np.int64),
+                                            np.asarray(state["rr"]))
         return res
 
     def predict(self, out: Tensor, what: str) -> Tensor:
         if what == "logits":
             return out
         raise ValueError(f"--what {what!r}: link prediction writes 'embeddings' (node rows)")
+
+
+def _user_item_cells(pairs: np.ndarray, users: np.ndarray, lo: int) -> np.ndarray:
+    """``(row, column)`` cells of the (user, item) ``pairs`` whose user is in the sorted
+    ``users``: row = the user's position, column = item id - ``lo``."""
+    at = np.minimum(np.searchsorted(users, pairs[:, 0]), users.size - 1)
+    keep = users[at] == pairs[:, 0]
+    return np.stack([at[keep], pairs[keep, 1] - lo], 1).astype(np.int64)

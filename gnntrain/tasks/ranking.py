@@ -11,13 +11,23 @@ per-worker Hits@K would be wrong whenever the negatives are spread over workers.
 * ``mrr``: mean reciprocal rank of each positive among the negatives, ties counted half
   (OGB's optimistic/pessimistic mean), against the shared negative set.
 * ``auc``: probability that a positive outscores a negative, ties half (Mann-Whitney).
+
+Per-user and per-source figures (all-item Recall@K / NDCG@K of a user-item graph, MRR of
+each positive against its own negatives) are computed where the user or source lives;
+a state then holds one value per user (or positive) with its id, merging concatenates
+them, and the figure is the mean over the values sorted by id: the same floats summed
+in the same order whatever the split across workers (:func:`mean_by_id`).
+
+* ``recall@K`` / ``ndcg@K`` (LightGCN): per user, every item scored, the user's known
+  items excluded; recall = hits in the top K / the user's test items; NDCG = DCG of the
+  top K over the ideal DCG of min(K, test items) hits at the top.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["auc", "hits_at_k", "mrr"]
+__all__ = ["auc", "hits_at_k", "mean_by_id", "mrr", "per_source_rr", "recall_ndcg_at_k", "top_k"]
 
 
 def _ranks_above(pos: np.ndarray, neg_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,3 +64,59 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     above, ties = _ranks_above(pos, np.sort(neg))
     below2 = 2 * (neg.size - above - ties) + ties  # twice the wins, ties once
     return float(int(below2.sum()) / (2 * pos.size * neg.size))
+
+
+def per_source_rr(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """Reciprocal rank of each positive ``pos[i]`` among its own negatives ``neg[i, :]``
+    (ties half, as :func:`mrr`); OGB's per-source protocol (ogbl-citation2)."""
+    above = (neg > pos[:, None]).sum(1)
+    ties = (neg == pos[:, None]).sum(1)
+    return 1.0 / (1.0 + above + 0.5 * ties)
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the columns of the ``k`` highest scores, best first (equal scores: the
+    lower column first, so the result depends on the row alone)."""
+    k = min(k, scores.shape[1])
+    cand = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    # a boundary tie may have cut an equal score with a lower column: widen to all of them
+    kth = np.take_along_axis(scores, cand, 1).min(1, keepdims=True)
+    if int((scores >= kth).sum()) != scores.shape[0] * k:
+        out = np.empty((scores.shape[0], k), dtype=np.int64)
+        for r in range(scores.shape[0]):
+            cols = np.flatnonzero(scores[r] >= kth[r, 0])
+            out[r] = cols[np.lexsort((cols, -scores[r, cols]))][:k]
+        return out
+    vals = np.take_along_axis(scores, cand, 1)
+    order = np.lexsort((cand, -vals), axis=1)
+    return np.take_along_axis(cand, order, 1).astype(np.int64)
+
+
+def recall_ndcg_at_k(scores: np.ndarray, truth: np.ndarray, exclude: np.ndarray,
+                     k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (user) of ``scores`` [U, I]: Recall@K and NDCG@K of its ``truth`` items,
+    ``(row, column)`` pairs [T, 2], with the ``exclude`` pairs (the user's known items)
+    taken out of the ranking. Every row must have at least one truth item."""
+    u, n_items = scores.shape
+    scores = np.array(scores, dtype=np.float64)
+    if exclude.size:
+        scores[exclude[:, 0], exclude[:, 1]] = -np.inf
+    top = top_k(scores, k)
+    keys = np.sort(truth[:, 0].astype(np.int64) * n_items + truth[:, 1])
+    want = np.arange(u, dtype=np.int64)[:, None] * n_items + top
+    pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+    hit = keys[pos] == want
+    n_true = np.bincount(truth[:, 0], minlength=u)
+    if (n_true == 0).any():
+        raise ValueError(f"row {int(np.flatnonzero(n_true == 0)[0])} has no truth item")
+    disc = 1.0 / np.log2(np.arange(top.shape[1]) + 2.0)
+    ideal = np.cumsum(disc)[np.minimum(n_true, top.shape[1]) - 1]
+    return hit.sum(1) / n_true, (hit * disc).sum(1) / ideal
+
+
+def mean_by_id(ids: np.ndarray, values: np.ndarray) -> float:
+    """Mean of ``values`` summed in the order of their (unique) ``ids``: a merged state
+    gives the same float whichever worker computed which value."""
+    if ids.size == 0:
+        return float("nan")
+    return float(np.sum(np.asarray(values, dtype=np.float64)[np.argsort(ids, kind="stable")]) / ids.size)

@@ -225,3 +225,48 @@ def test_link_config_bad_input() -> None:
                                              "eval_negatives": 0}})
     with pytest.raises(ConfigError, match="task.kind.*'lnk'.*link"):
         load_config(raw={**base, "task": {"kind": "lnk"}})
+
+
+def _old_keep_one_split(ei: np.ndarray, order: np.ndarray, n: int, n_val: int,
+                        n_test: int) -> np.ndarray:
+    """The per-edge Python scan the numpy version replaced (the reference)."""
+    held = np.zeros(ei.shape[0], dtype=np.int8)
+    deg = np.bincount(ei.ravel(), minlength=n)
+    cand = order
+    for label, count in ((1, n_val), (2, n_test)):
+        taken: list[int] = []
+        for i in cand:
+            if len(taken) == count:
+                break
+            u, v = ei[i]
+            if deg[u] > 1 and deg[v] > 1:
+                deg[u] -= 1
+                deg[v] -= 1
+                taken.append(int(i))
+        held[taken] = label
+        cand = cand[held[cand] == 0]
+    return held
+
+
+@pytest.mark.parametrize("block", [3, 64, 8192])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_keep_train_per_node_scan_equals_the_per_edge_loop(seed: int, block: int) -> None:
+    from gnntrain.data.link import _take_keeping_one
+
+    g = make_graph(300, avg_degree=4, seed=seed)  # sparse: many nodes near their last edge
+    ei = g.edge_index().T
+    ei = np.unique(np.sort(ei[ei[:, 0] != ei[:, 1]], axis=1), axis=0)
+    n = g.num_nodes
+    order = np.random.default_rng(seed).permutation(ei.shape[0])
+    n_val, n_test = ei.shape[0] // 3, ei.shape[0] // 2  # more than the rule allows
+    want = _old_keep_one_split(ei, order, n, n_val, n_test)
+    held = np.zeros(ei.shape[0], dtype=np.int8)
+    spare = np.bincount(ei.ravel(), minlength=n) - 1
+    cand = order
+    for label, count in ((1, n_val), (2, n_test)):
+        held[_take_keeping_one(ei, cand, spare, count, block=block)] = label
+        cand = cand[held[cand] == 0]
+    np.testing.assert_array_equal(held, want)
+    assert (want == 2).sum() < n_test  # the constraint bit: not every wish was granted
+    split = random_edge_split(g, val_frac=0.2, test_frac=0.3, seed=seed)
+    assert split.train.shape[0] > 0

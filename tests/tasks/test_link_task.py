@@ -107,7 +107,7 @@ def test_epoch_covers_every_training_edge_once() -> None:
     assert not any((u, v) in edges or (v, u) in edges for u, v in task.split.test.tolist())
 
 
-@pytest.mark.parametrize("negatives", ["uniform", "pairs"])
+@pytest.mark.parametrize("negatives", ["uniform", "uniform_pairs"])
 def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
     """The same positive gets the same negatives after any renumbering (partitioning)."""
     task, part = loaded(n=150, negatives=negatives)
@@ -118,7 +118,7 @@ def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
     assert isinstance(moved, LinkPrediction)
     b_src, b = moved._negatives(perm[src], perm[dst], seed=3, epoch=1)
     assert np.array_equal(b, perm[a])
-    if negatives == "pairs":
+    if negatives == "uniform_pairs":
         assert a_src is not None and b_src is not None
         assert np.array_equal(b_src, perm[a_src])
     else:
@@ -127,9 +127,9 @@ def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
 
 
 def test_pair_negatives_draw_both_ends_uniformly() -> None:
-    """``pairs``: sources as well as destinations spread over every node, not over the
+    """``uniform_pairs``: sources as well as destinations spread over every node, not over the
     positives' sources; BPR still pairs each negative with its own positive."""
-    task, part = loaded(n=300, negatives="pairs", num_negatives=100)
+    task, part = loaded(n=300, negatives="uniform_pairs", num_negatives=100)
     src = part.indices[:200]
     dst = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:200]
     ns, nd = task._negatives(src, dst, seed=0, epoch=0)

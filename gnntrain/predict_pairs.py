@@ -1,0 +1,156 @@
+"""``python -m gnntrain.predict RUN_DIR --pairs FILE``: scores of given node pairs from a
+trained link-prediction run.
+
+``FILE`` holds the pairs in the dataset's own ids: a CSV or TSV of ``src dst`` rows
+(comma, tab or spaces; one header line allowed), or a ``.npy`` int array ``[2, P]``. In a
+user-item run (``dataset.source: lightgcn``) ``src`` is a user and ``dst`` an item, each
+in its own id space as in the dataset's files. Every check (a link run, the file's shape,
+ids in range) runs before any work. Then every node's output rows come from exact
+layer-wise inference (:func:`gnntrain.predict.predict`, the run's workers), and the pairs
+are scored with the task's decoder (:meth:`LinkPrediction.score`, the model's own
+``decoder`` for ``decoder: mlp``) on the same rows evaluation scores: the score of a
+pair equals the run's own evaluation score of it. The output rows of every node are read
+into this process (``N x hidden`` floats).
+
+Output (``--out``, default ``RUN_DIR/predictions/pair-scores.csv``): ``.csv`` (``src,dst,
+score``, one row per input pair in input order; ``.tsv`` tab-separated) or ``.npy`` (the
+scores, float32 ``[P]``, in input order). The scores are logits (a sigmoid gives the
+probability a BCE-trained model assigns).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gnntrain.predict import PredictError, _open_run, predict, read_predictions
+
+if TYPE_CHECKING:
+    from gnntrain.models import ModelSpec
+    from gnntrain.tasks import Task
+    from partition.graph import Graph
+
+__all__ = ["predict_pairs", "read_pairs"]
+
+OUT_SUFFIXES = (".csv", ".tsv", ".npy")
+
+
+def read_pairs(path: str | Path) -> np.ndarray:
+    """The pairs of ``path`` as int64 ``[P, 2]`` (see the module docstring for the formats)."""
+    p = Path(path)
+    if not p.is_file():
+        raise PredictError(f"--pairs {str(p)!r}: no such file")
+    if p.suffix == ".npy":
+        try:
+            a = np.load(p, allow_pickle=False)
+        except ValueError as e:
+            raise PredictError(f"--pairs {str(p)!r}: not a plain .npy array ({e})") from None
+        if a.ndim != 2 or a.shape[0] != 2:
+            raise PredictError(f"--pairs {str(p)!r}: array of shape {a.shape}, expected [2, P] "
+                               "(row 0 sources, row 1 destinations)")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise PredictError(f"--pairs {str(p)!r}: dtype {a.dtype}, expected integer node ids")
+        return np.ascontiguousarray(a.T, dtype=np.int64)
+    lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
+    rows = [ln.replace(",", " ").split() for ln in lines]
+    if rows and not all(t.lstrip("-").isdigit() for t in rows[0]):
+        rows = rows[1:]  # a header
+    for i, r in enumerate(rows):
+        if len(r) != 2 or not all(t.lstrip("-").isdigit() for t in r):
+            raise PredictError(f"--pairs {str(p)!r}: line {i + 1 + (len(lines) - len(rows))} is "
+                               f"{' '.join(r)[:60]!r}; expected two integer ids 'src dst' "
+                               "(comma, tab or space separated)")
+    if not rows:
+        raise PredictError(f"--pairs {str(p)!r}: no pairs in the file")
+    return np.array(rows, dtype=np.int64).reshape(-1, 2)
+
+
+def _to_graph_ids(task: Any, pairs: np.ndarray, where: str) -> np.ndarray:
+    """The pairs in the run's graph ids, every id checked against its range."""
+    split = task.split
+    n = int(split.num_nodes)
+    lo, hi = split.dst_range
+    if lo > 0:  # user-item: users 0..lo-1, items lo..hi-1 in the graph
+        ranges = (("src", 0, (0, lo), "users"), ("dst", 1, (0, hi - lo), "items"))
+        shift = np.array([0, lo], dtype=np.int64)
+    else:
+        ranges = (("src", 0, (0, n), "nodes"), ("dst", 1, (0, n), "nodes"))
+        shift = np.zeros(2, dtype=np.int64)
+    for name, col, (a, b), what in ranges:
+        bad = np.flatnonzero((pairs[:, col] < a) | (pairs[:, col] >= b))
+        if bad.size:
+            raise PredictError(f"--pairs {where}: pair {int(bad[0])} has {name} id "
+                               f"{int(pairs[bad[0], col])}, outside [{a}, {b}) ({b - a:,} {what} "
+                               f"in the run's dataset); {bad.size} pair(s) out of range")
+    return pairs + shift
+
+
+def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path | None = None, *,
+                  force: bool = False, single_process: bool = False, model: ModelSpec | None = None,
+                  task: Task | None = None, graph: Graph | None = None,
+                  progress: bool = True) -> Path:
+    """Score the pairs of ``pairs_file`` with the run in ``run_dir``; returns the written file.
+    ``model``/``task``/``graph`` as in :func:`gnntrain.predict.predict`."""
+    import torch
+
+    from gnntrain.checkpoint import load_latest
+    from gnntrain.config import load_config
+    from gnntrain.models import build_model
+    from gnntrain.tasks import LinkPrediction, build_task
+
+    run = _open_run(run_dir)
+    cfg = load_config(raw=run.read_config_raw())
+    task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
+    if not isinstance(task, LinkPrediction):
+        raise PredictError(f"--pairs: the run's task.kind={cfg.task.kind!r} does not score node "
+                           "pairs; --pairs needs a link-prediction run (task.kind: link)")
+    out_path = Path(out) if out is not None else run.path / "predictions" / "pair-scores.csv"
+    if out_path.suffix not in OUT_SUFFIXES:
+        raise PredictError(f"--out {str(out_path)!r}: with --pairs the output is a file ending in "
+                           f"one of {', '.join(OUT_SUFFIXES)}")
+    if out_path.exists() and not force:
+        raise PredictError(f"--out {str(out_path)!r} exists; pass --force to replace it")
+    pairs = read_pairs(pairs_file)
+    g = task.load_graph(cfg.dataset, graph)  # the graph the run trained on, and its split
+    gids = _to_graph_ids(task, pairs, repr(str(pairs_file)))
+    ckpt = load_latest(run)
+    if ckpt is None:
+        raise PredictError(f"run_dir={str(run.path)!r}: no checkpoint to score with")
+    net = build_model(model if model is not None else cfg.model.arch, cfg.model,
+                      cfg.model.input_dim(g.num_features),
+                      task.out_dim(g.num_classes, cfg.model.hidden), cfg.train.seed)
+    try:
+        net.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise PredictError(f"the checkpoint does not fit model {type(net).__name__} built for "
+                           f"dataset {cfg.dataset.name!r} ({str(e).strip().splitlines()[-1].strip()}); "
+                           "a run trained on an in-memory graph needs it passed "
+                           "(predict_pairs(..., graph=...))") from None
+    net.eval()
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-pair-rows-", dir=out_path.parent))
+    try:
+        rows = predict(run.path, "logits", out=tmp / "rows", single_process=single_process,
+                       model=model, task=task, graph=graph, progress=progress)
+        ids, values = read_predictions(rows)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert np.array_equal(ids, np.arange(g.num_nodes)), "every node's row, once"
+    with torch.no_grad():
+        target = torch.from_numpy(gids)
+        scores = task.score(net, torch.from_numpy(np.ascontiguousarray(values)), target)
+    s = scores.float().cpu().numpy()
+    if out_path.suffix == ".npy":
+        np.save(out_path, s)
+    else:
+        sep = "\t" if out_path.suffix == ".tsv" else ","
+        with out_path.open("w") as f:
+            f.write(sep.join(("src", "dst", "score")) + "\n")
+            for (u, v), x in zip(pairs.tolist(), s.tolist(), strict=True):
+                f.write(f"{u}{sep}{v}{sep}{x:.9g}\n")
+    return out_path

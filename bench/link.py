@@ -2,7 +2,7 @@
 bytes of a 2-worker run, and the bias of in-batch negatives.
 
     python -m bench.link                  # ca-HepPh 85/5/10 (datasets/ca-HepPh-link.yaml)
-    python -m bench.link --smoke          # a 1,500-node synthetic graph (well under a minute)
+    python -m bench.link --smoke          # 1,500-node synthetic graph, one process, no Ray (< 1 min)
     python -m bench.link --only throughput,negatives
 
 Sections, all in one run on the same split (the config's seeded random split):

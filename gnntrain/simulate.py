@@ -31,7 +31,7 @@ from gnntrain.report import fmt_bytes
 from gnntrain.runtime.driver import epoch_record
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.runtime.worker import Worker
-from gnntrain.tasks import build_task
+from gnntrain.tasks import Task, build_task
 from partition.graph import Graph
 
 
@@ -73,8 +73,11 @@ def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
     return {"stats": stats.to_dict()}
 
 
-def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[str, Any]:
-    """One simulated epoch on ``k`` workers: bytes, shares, cache and balance figures."""
+def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
+               task: Task | None = None) -> dict[str, Any]:
+    """One simulated epoch on ``k`` workers: bytes, shares, cache and balance figures.
+    ``task`` (one whose ``load_graph`` made ``graph``, e.g. a link task holding its split)
+    replaces ``task.kind``; it is placed on the partitioned ids."""
     from partition import build_partition_set
 
     cfg_k = load_config(raw=cfg.model_dump(mode="json"),
@@ -83,7 +86,8 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0) -> dict[
     pset = build_partition_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
     parts = [pset.load_part(p) for p in range(k)]
-    task = build_task(cfg_k.task.kind, dict(cfg_k.task.options))
+    task = (task.placed(pset.new_id_map()) if task is not None
+            else build_task(cfg_k.task.kind, dict(cfg_k.task.options)))
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
                           cfg_k.model.arch, task, node_types=pset.node_types())
     for w in group.workers:

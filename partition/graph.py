@@ -8,6 +8,10 @@ Contract (checked by :meth:`Graph.validate`, which every loader calls):
   sampler asks for them.
 * ``x`` float32 ``[N, F]`` (finite), ``y`` int64 ``[N]`` in ``[0, num_classes)``.
 * ``train_idx`` / ``val_idx`` / ``test_idx`` are sorted, disjoint int64 node ids.
+* ``train_weight`` (optional) int64 ``[N]``, non-negative: the training examples each
+  node brings to the part that owns it, which partitioners balance (the ``train``
+  constraint). None means one per training node (node classification); a link task
+  sets each node's training in-degree (the training edges its owner trains on).
 
 It sits at the bottom of the layers (``partition`` <- ``samplers`` <- ``gnntrain``) and
 imports numpy only, so every package may use it without pulling in anything heavy.
@@ -17,7 +21,7 @@ imports numpy only, so every package may use it without pulling in anything heav
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -45,6 +49,7 @@ class Graph:
     name: str = "graph"
     node_type_names: tuple[str, ...] = ()
     node_type_offsets: tuple[int, ...] = ()
+    train_weight: np.ndarray | None = None
     _hash: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -78,6 +83,18 @@ class Graph:
         out[self.split_idx(split)] = True
         return out
 
+    def train_weights(self) -> np.ndarray:
+        """Training examples per node, int64 ``[N]``: ``train_weight`` when set, else 1
+        per training node."""
+        if self.train_weight is not None:
+            return self.train_weight
+        return self.mask("train").astype(np.int64)
+
+    def with_train_weight(self, weight: np.ndarray) -> Graph:
+        """This graph with ``train_weight`` set (a new graph, validated, hashed afresh)."""
+        return replace(self, train_weight=np.ascontiguousarray(weight, dtype=np.int64),
+                       _hash=[]).validate()
+
     def split_idx(self, split: str) -> np.ndarray:
         if split not in ("train", "val", "test"):
             raise GraphError(f"split={split!r}: expected one of 'train', 'val', 'test'")
@@ -98,6 +115,10 @@ class Graph:
             h.update(str(self.num_classes).encode())
             if self.node_type_offsets:  # typed: the ranges are part of the graph
                 h.update(repr((self.node_type_names, self.node_type_offsets)).encode())
+            if self.train_weight is not None:  # what partitioners balance
+                w = np.ascontiguousarray(self.train_weight)
+                h.update(b"train_weight")
+                h.update(memoryview(w.reshape(-1)).cast("B") if w.size else b"")  # type: ignore[arg-type]
             self._hash.append(h.hexdigest()[:16])
         return self._hash[0]
 
@@ -147,6 +168,14 @@ class Graph:
             seen[idx] = 1
         if self.train_idx.size == 0:
             raise GraphError("train_idx is empty: at least one training node is needed")
+        w = self.train_weight
+        if w is not None:
+            _check_dtype("train_weight", w, np.int64, 1)
+            if w.shape[0] != n:
+                raise GraphError(f"train_weight has {w.shape[0]} entries, expected num_nodes={n}")
+            if w.size and int(w.min()) < 0:
+                raise GraphError(f"train_weight: node {int(np.argmin(w))} has weight {int(w.min())}; "
+                                 "weights must be >= 0")
         off = self.node_type_offsets
         if off and (len(off) != len(self.node_type_names) + 1 or off[0] != 0 or off[-1] != n
                     or any(b < a for a, b in zip(off, off[1:], strict=False))):

@@ -1,7 +1,7 @@
 """Partitioners: graph -> part of every node (original ids).
 
 * ``metis``: METIS k-way on the symmetrised CSR (:func:`symmetrize`) with one balance
-  constraint per column of :func:`vertex_weights` (nodes, training nodes, in-edges),
+  constraint per column of :func:`vertex_weights` (nodes, training examples, in-edges),
   called through :mod:`partition.metis` because pymetis passes one constraint only;
   rerun with a tighter tolerance if METIS overshoots it (:func:`_metis_parts`).
 * ``random``: a seeded random permutation dealt round-robin, separately over training
@@ -60,10 +60,11 @@ def check_request(graph: Graph, cfg: PartitionConfig) -> None:
     """Refuse impossible requests before any work: ``k`` against nodes and training nodes,
     and balance no assignment can meet (:func:`check_feasible`)."""
     check_counts(graph.num_nodes, int(graph.train_idx.shape[0]), cfg)
-    check_feasible(graph.mask("train"), graph.in_degrees(), cfg)
+    check_feasible(graph.train_weights(), graph.in_degrees(), cfg)
 
 
-_WEIGHT_FIX = {"nodes": "use fewer parts", "train": "use fewer parts",
+_WEIGHT_FIX = {"nodes": "use fewer parts",
+               "train": "use fewer parts or set partition.balance_train=false",
                "edges": "use fewer parts or set partition.balance_edges=false"}
 
 
@@ -152,17 +153,18 @@ def symmetrize(graph: Graph, idx_dtype: np.dtype | type = np.int32,
 def vertex_weights(graph: Graph, cfg: PartitionConfig) -> tuple[np.ndarray, list[str]]:
     """``[N, c]`` int64 balance constraints and their names.
 
-    Always ``nodes`` (1 each); ``train`` (1 per training node) if ``balance_train``;
-    ``edges`` (in-degree: the rows a part stores and samples from) if ``balance_edges``.
-    A constraint whose total is 0 (a graph without edges) is dropped.
+    Always ``nodes`` (1 each); ``train`` (:meth:`Graph.train_weights`: 1 per training
+    node, or the task's per-node training weight, e.g. a link task's training in-degree)
+    if ``balance_train``; ``edges`` (in-degree: the rows a part stores and samples from)
+    if ``balance_edges``. A constraint whose total is 0 (a graph without edges) is dropped.
     """
-    return weights_from(graph.mask("train"), graph.in_degrees(), cfg)
+    return weights_from(graph.train_weights(), graph.in_degrees(), cfg)
 
 
 def weights_from(train: np.ndarray, in_degrees: np.ndarray,
                  cfg: PartitionConfig) -> tuple[np.ndarray, list[str]]:
-    """:func:`vertex_weights` from the training mask and the in-degrees alone (all a
-    partitioner that never holds the graph has)."""
+    """:func:`vertex_weights` from the training mask (or per-node training weights) and
+    the in-degrees alone (all a partitioner that never holds the graph has)."""
     cols = [np.ones(train.shape[0], dtype=np.int64)]
     names = ["nodes"]
     if cfg.balance_train:

@@ -208,6 +208,7 @@ class LinkPrediction(Task):
         g = message_passing_graph(split, dataset.name,
                                   feature_fallback=getattr(dataset, "feature_fallback", "degree"),
                                   fallback_dim=getattr(dataset, "fallback_dim", 32), x=x)
+        g = g.with_train_weight(g.in_degrees())  # partitioners balance the owned training edges
         self.split = split
         lo, hi = split.dst_range
         w = np.diff(g.indptr)[lo:hi].astype(np.float64) ** 0.75

@@ -249,3 +249,49 @@ def test_metis_spill_setting_changes_neither_parts_nor_key_nor_cwd(blocks_graph:
     assert np.array_equal(spill, memory)
     assert settings_of(PartitionConfig(metis_spill=True)) == settings_of(PartitionConfig(metis_spill=False))
     assert settings_of(PartitionConfig(seed=1)) != settings_of(PartitionConfig(seed=2))
+
+
+def _skewed_link_graph() -> Graph:
+    """Four planted blocks of 150 nodes, blocks 0 and 1 ten times denser than 2 and 3, every
+    node a training node (a link task's message-passing graph): balancing nodes alone keeps
+    the blocks whole and gives two parts most of the edges."""
+    rng = np.random.default_rng(5)
+    n, size = 600, 150
+    block = np.arange(n) // size
+    u, v = np.triu_indices(n, 1)
+    p_in = np.array([0.2, 0.2, 0.02, 0.02])
+    p = np.where(block[u] == block[v], p_in[block[u]], 0.002)
+    keep = rng.random(u.shape[0]) < p
+    g = graph_from_edges(u[keep], v[keep], n, undirected=True, name="skewed")
+    return Graph(indptr=g.indptr, indices=g.indices, x=g.x, y=g.y,
+                 train_idx=np.arange(n, dtype=np.int64), val_idx=np.empty(0, np.int64),
+                 test_idx=np.empty(0, np.int64), num_classes=g.num_classes, name="skewed").validate()
+
+
+def test_metis_balances_training_edges_when_the_task_weighs_nodes_by_them() -> None:
+    """A link task's training weight (training in-degree: the edges a part's owner trains on)
+    is what the ``train`` constraint balances, with the edge constraint off; the node-task
+    default (one per training node) leaves the same graph far out of balance."""
+    g0 = _skewed_link_graph()
+    g = g0.with_train_weight(g0.in_degrees())
+    cfg = PartitionConfig(parts=4, imbalance=1.05, balance_edges=False)
+    edges = g.in_degrees().astype(float)
+    bound = float(allowed_loads(edges[:, None].astype(np.int64), 4, cfg.imbalance)[0]) / (edges.sum() / 4)
+    assert bound < 1.1  # whole nodes allow nearly the configured 1.05 here
+    weighted = assign_parts(g, cfg)
+    assert _within_allowed(g, cfg, weighted)
+    assert _imbalance(edges, 4, weighted) <= bound
+    unweighted = assign_parts(g0, cfg)  # one per training node: nodes balanced, edges not
+    assert _imbalance(edges, 4, unweighted) > 1.3
+
+
+def test_train_weight_is_hashed_validated_and_named_in_errors() -> None:
+    g = _skewed_link_graph()
+    w = g.in_degrees()
+    assert g.with_train_weight(w).content_hash() != g.content_hash()
+    assert np.array_equal(g.with_train_weight(w).train_weights(), w)
+    assert np.array_equal(g.train_weights(), np.ones(g.num_nodes, np.int64))
+    with pytest.raises(ValueError, match="train_weight has 3 entries, expected num_nodes=600"):
+        g.with_train_weight(np.ones(3, np.int64))
+    with pytest.raises(ValueError, match="train_weight: node 0 has weight -1"):
+        g.with_train_weight(np.r_[-1, w[1:]])

@@ -46,3 +46,20 @@ def test_simulator_cli_writes_json(tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "s.json").read_text())["rows"]
     assert [r["k"] for r in rows] == [2, 4]
     assert rows[1]["remote_input_share"] > rows[0]["remote_input_share"] > 0
+
+
+def test_simulated_link_bytes_match_a_real_run(ray_local: None, tmp_path: Path) -> None:
+    """A link task that holds its split (``simulate_k(task=...)``) simulates exactly the
+    sample, feature and gradient bytes a real 2-worker link epoch sends, negatives included
+    (what bench.link's negative-bytes figure is measured with)."""
+    from gnntrain.tasks import build_task
+
+    g = make_graph(500, seed=11)
+    cfg = tiny_cfg(tmp_path, "train.epochs=1", "task.kind=link", "task.options={hits_k: 5}", workers=2)
+    real = run_training(cfg, graph=g, progress=False)
+    rec = json.loads((Path(real["run_dir"]) / "metrics.jsonl").read_text().splitlines()[0])
+    task = build_task("link", {"hits_k": 5})
+    sim = simulate_k(cfg, task.load_graph(cfg.dataset, g), 2, task=task)
+    for cat in ("sample", "feature", "gradient"):
+        assert sim["bytes_by_category"][cat] == rec["comm"]["by_category"][cat], cat
+    assert sim["bytes_by_category"]["feature"] > 0

@@ -208,9 +208,12 @@ class LinkPrediction(Task):
         g = message_passing_graph(split, dataset.name,
                                   feature_fallback=getattr(dataset, "feature_fallback", "degree"),
                                   fallback_dim=getattr(dataset, "fallback_dim", 32), x=x)
-        g = g.with_train_weight(g.in_degrees())  # partitioners balance the owned training edges
         self.split = split
         lo, hi = split.dst_range
+        # partitioners balance the owned training examples: in-edges into the destination range
+        weight = np.zeros(g.num_nodes, dtype=np.int64)
+        weight[lo:hi] = g.in_degrees()[lo:hi]
+        g = g.with_train_weight(weight)
         w = np.diff(g.indptr)[lo:hi].astype(np.float64) ** 0.75
         self._cdf = np.cumsum(w)
         self._pairs, self._pids = {}, {}

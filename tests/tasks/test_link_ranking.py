@@ -129,6 +129,7 @@ def test_user_item_training_pairs_are_user_to_item(tmp_path: Path, negatives: st
     lo, hi = task.split.dst_range
     part = Part.whole_graph(g)
     assert task.num_train_examples(part) == task.split.train.shape[0]
+    assert int(g.train_weights().sum()) == task.split.train.shape[0]  # what METIS balances
     seen = []
     for b in task.epoch_batches(part, 3, seed=0, epoch=1, rank=0, shuffle=True):
         u, v = b.nodes[b.payload["src"]], b.nodes[b.payload["dst"]]

@@ -42,6 +42,7 @@ from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.faults import FaultInjector
 from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
 from gnntrain.runtime.worker import Worker, WorkerInfo
 from gnntrain.tasks import Task
 from samplers import Neighbors
@@ -194,6 +195,10 @@ class WorkerActor:
     def ping(self) -> int:
         return self.rank
 
+    def node(self) -> str:
+        """The id of the Ray node this worker runs on."""
+        return str(ray.get_runtime_context().get_node_id())
+
     def progress(self) -> dict[str, Any]:
         """Where the training thread is, and the CPU seconds it has used (``cpu_s``, None
         where the platform cannot tell); answered on a serving thread, so even a stuck
@@ -300,7 +305,7 @@ def worker_processes(root: Any = None) -> list[Any]:
     return out
 
 
-_GROUPS = {"serve": ("serve", "ping", "progress"),
+_GROUPS = {"serve": ("serve", "ping", "progress", "node"),
            "train": ("address", "pid", "setup", "call", "shutdown")}
 
 
@@ -322,7 +327,9 @@ class RayGroup(WorkerGroup):
     """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
 
     def __init__(self, cfg: RunConfig, part_path: str, world: int, model: ModelSpec, task: Task,
-                 attempt: int = 0) -> None:
+                 attempt: int = 0, nodes: list[str] | None = None) -> None:
+        """``nodes``: the node id each rank is pinned to (:mod:`~gnntrain.runtime.placement`);
+        None lets Ray pack the ranks where they fit."""
         self.cfg = cfg
         self.world = world
         self.stall_s = cfg.cluster.stall_timeout_s
@@ -330,7 +337,7 @@ class RayGroup(WorkerGroup):
         self.control_messages = np.zeros(world, dtype=np.int64)
         total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
         per = cfg.cluster.cpus_per_worker or min(1.0, total_cpus / world)
-        if per * world > total_cpus + 1e-9:
+        if nodes is None and per * world > total_cpus + 1e-9:
             raise ValueError(
                 f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
                 f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
@@ -339,17 +346,21 @@ class RayGroup(WorkerGroup):
             gpus = cfg.cluster.gpus_per_worker or min(1.0, float(ray.cluster_resources().get("GPU", 0)) / world)
             if gpus <= 0:
                 raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
-        bundle = {"CPU": per, **({"GPU": gpus} if gpus else {})}
-        self.pg = placement_group([bundle] * world, strategy="PACK")
+        # pinned ranks sharing a node share its CPUs
+        cpus = [per] * world if nodes is None else bundle_cpus(nodes, alive_nodes(), per)
+        bundles = [{"CPU": c, **({"GPU": gpus} if gpus else {})} for c in cpus]
+        self.pg = placement_group(bundles, strategy="PACK", **(
+            {} if nodes is None else {"bundle_label_selector": [{NODE_LABEL: n} for n in nodes]}))
         if not self.pg.wait(timeout_seconds=int(max(10, cfg.cluster.connect_timeout_s))):
             remove_placement_group(self.pg)
-            raise RuntimeError(f"could not place {world} workers with {per} CPU each on the cluster "
+            where = "" if nodes is None else f" on nodes {nodes} (by rank)"
+            raise RuntimeError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
                                f"({ray.cluster_resources()})")
         cls = actor_class()
         raw = cfg.model_dump(mode="json")
         code = worker_runtime_env()  # user code the driver imported: importable on the workers
         self.actors = [
-            cls.options(num_cpus=per, num_gpus=gpus, max_restarts=0, name=None,
+            cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
                         **({"runtime_env": code} if code else {}),
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=self.pg, placement_group_bundle_index=r)
@@ -361,6 +372,7 @@ class RayGroup(WorkerGroup):
             up = max(self.stall_s, STARTUP_S)
             master = self._get([self.actors[0].address.remote()], "start-up", ranks=[0], stall_s=up)[0]
             self.pids = self._get([a.pid.remote() for a in self.actors], "start-up", stall_s=up)
+            self.nodes: list[str] = self._get([a.node.remote() for a in self.actors], "start-up")
             backend = "nccl" if gpus >= 1 else "gloo"  # NCCL needs one GPU per rank
             infos = self._get([a.setup.remote(self.actors, master, attempt, backend)
                                for a in self.actors], "setup")

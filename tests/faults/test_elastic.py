@@ -54,8 +54,8 @@ def _remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, float])
         while time.monotonic() < deadline:
             if list(runs.glob("*/checkpoints/ckpt-00002.pt")):
                 time.sleep(0.5)  # the checkpoint's writer finishes; workers are in epoch 2
-                cluster.remove_node(node)
                 removed["at"] = time.monotonic()
+                cluster.remove_node(node)
                 return
             time.sleep(0.05)
 
@@ -110,8 +110,9 @@ def drill(out_dir: Path) -> dict[str, Any]:
                            failures_json=json.loads((Path(s["run_dir"]) / "failures.json").read_text()))
             except Exception as e:  # noqa: BLE001 - the restart case is expected to end here
                 got.update(error=f"{type(e).__name__}: {e}")
-            got["after_removal_s"] = time.monotonic() - removed["at"] if "at" in removed else None
-            remover.join(timeout=5)
+            ended = time.monotonic()
+            remover.join(timeout=60)
+            got["after_removal_s"] = ended - removed["at"] if "at" in removed else None
             try:
                 assert_nothing_left()
                 got["leftovers"] = None
@@ -203,8 +204,36 @@ def test_restart_fails_naming_the_worker_and_node_after_the_replace_timeout(
     assert err is not None, "on_worker_loss=restart should end the run when the node is gone"
     assert err.startswith("NodeLost: worker "), err
     assert f"on node {got['removed_node']}" in err and "cluster.on_worker_loss=shrink" in err, err
+    assert got["after_removal_s"] is not None, "the drill never removed the node"
     assert REPLACE_S <= got["after_removal_s"] < REPLACE_S + 90, got["after_removal_s"]  # never hangs
     assert got["leftovers"] is None, got["leftovers"]
+
+
+def test_plan_replaces_lost_nodes_first_then_shrinks_onto_the_least_loaded_survivor() -> None:
+    from gnntrain.runtime.placement import Move, bundle_cpus, plan
+
+    prev = ["a", "a", "b", "c"]  # ranks 0, 1 on a; 2 on b; 3 on c
+    assert plan(prev, {"a": 2, "b": 1, "c": 1}, shrink=False) == []  # nothing lost: stay
+    # node a lost, node d joined: both of a's ranks go to d together
+    assert plan(prev, {"b": 1, "c": 1, "d": 2}, shrink=False) == [
+        Move(0, "a", "d", "replaced"), Move(1, "a", "d", "replaced")]
+    assert plan(prev, {"b": 1, "c": 1}, shrink=False) is None  # restart waits
+    # shrink: a's ranks are spread over the survivors, fewest ranks first (b, then c)
+    assert plan(prev, {"b": 1, "c": 1}, shrink=True) == [
+        Move(0, "a", "b", "shrunk"), Move(1, "a", "c", "shrunk")]
+    assert plan(prev, {}, shrink=True) is None  # no survivor
+    # a node running two ranks shares its CPUs between them
+    assert bundle_cpus(["b", "b", "c"], {"b": 1.0, "c": 1.0}, per=1.0) == [0.5, 0.5, 1.0]
+    assert bundle_cpus(["b", "b", "b"], {"b": 1.0}, per=0.25) == [0.25, 0.25, 0.25]
+    assert sum(bundle_cpus(["b"] * 3, {"b": 1.0}, per=1.0)) <= 1.0
+
+
+def test_on_worker_loss_is_validated() -> None:
+    from gnntrain.config import ConfigError, load_config
+
+    with pytest.raises((ConfigError, ValueError), match="on_worker_loss"):
+        load_config(raw={"dataset": {"name": "t", "source": "synthetic"},
+                         "cluster": {"on_worker_loss": "wait"}})
 
 
 if __name__ == "__main__":

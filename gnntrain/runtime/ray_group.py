@@ -41,7 +41,7 @@ from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.faults import FaultInjector
-from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.group import Watch, WorkerGroup
 from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
 from gnntrain.runtime.worker import Worker, WorkerInfo
 from gnntrain.tasks import Task
@@ -411,19 +411,21 @@ class RayGroup(WorkerGroup):
         return WorkerFailure(culprit, phase, cause + note)
 
     def _get(self, refs: list[Any], phase: str, timeout: float | None = None,
-             ranks: list[int] | None = None, stall_s: float | None = None) -> list[Any]:
+             ranks: list[int] | None = None, stall_s: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
         """Wait for the replies of ``refs`` (from workers ``ranks``, default ``0..``): as long
         as one of the workers still busy makes progress (see :class:`StallWatch`), and at
-        most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Failures
-        name the worker and the cause."""
+        most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Every
+        round of progress answers also goes to ``watch`` (a progress bar), then at least
+        once a second. Failures name the worker and the cause."""
         stall_s = stall_s or self.stall_s
         ranks = list(range(len(refs))) if ranks is None else ranks
         rank_of = {id(ref): r for ref, r in zip(refs, ranks, strict=True)}
         t0 = time.monotonic()
         deadline = t0 + timeout if timeout else None
-        watch = StallWatch(stall_s)
-        watch.start(ranks, t0)
-        poll = min(5.0, max(0.2, stall_s / 10))
+        stalls = StallWatch(stall_s)
+        stalls.start(ranks, t0)
+        poll = min(5.0 if watch is None else 1.0, max(0.2, stall_s / 10))
         next_poll = t0 + poll
         pending = list(refs)
         while pending:
@@ -436,10 +438,12 @@ class RayGroup(WorkerGroup):
                 prog = self.diagnose(timeout_s=poll, ranks=busy)
                 now = time.monotonic()
                 for p in prog:
-                    watch.update(p["rank"], p, now)
-                if watch.stalled(busy, now):
+                    stalls.update(p["rank"], p, now)
+                if watch is not None:
+                    watch(prog)
+                if stalls.stalled(busy, now):
                     culprit = _behind(prog, busy[0])
-                    still = watch.still_for(culprit, now)
+                    still = stalls.still_for(culprit, now)
                     raise self._culprit(culprit, phase=phase, prog=prog, cause=(
                         f"worker {culprit} made no progress for {still:.0f}s "
                         f"(limit {stall_s:g}s, cluster.stall_timeout_s) at "
@@ -460,11 +464,12 @@ class RayGroup(WorkerGroup):
                     raise WorkerFailure(rank_of[id(ref)], phase, repr(e)) from None
         return ray.get(refs)
 
-    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
         """One call to every worker; its arguments and replies count as ``control``."""
         self.control_bytes += wire_bytes(name, *args)
         self.control_messages += 1
-        out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout)
+        out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout, watch=watch)
         self.control_bytes += np.array([wire_bytes(o) for o in out], dtype=np.int64)
         self.control_messages += 1
         return out

@@ -225,8 +225,8 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
     last checkpoint and go on, up to ``train.max_failures`` times. Every rank goes back to
     its node; the ranks of a node that left the cluster go to a new node or, with
     ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`)."""
-    from gnntrain.runtime.placement import place
-    from gnntrain.runtime.ray_group import RayGroup, WorkerFailure
+    from gnntrain.runtime.placement import alive_nodes, place
+    from gnntrain.runtime.ray_group import PlacementError, RayGroup, WorkerFailure
 
     failures: list[dict[str, Any]] = []
     nodes: list[str] | None = None  # the node of every rank, once a group has started
@@ -239,7 +239,12 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                 if placed.moves:
                     _note_moves(failures[-1], nodes, placed.nodes, placed.moves, placed.waited_s, console)
                 nodes = placed.nodes
-            group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes)
+            try:
+                group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes)
+            except PlacementError:
+                if nodes is None or set(nodes) <= set(alive_nodes()):
+                    raise
+                continue  # a pinned node was marked dead meanwhile: place its ranks again
             nodes = group.nodes
             if failures:
                 failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]

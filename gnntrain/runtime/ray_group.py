@@ -59,6 +59,10 @@ class WorkerFailure(RuntimeError):
         self.cause = cause
 
 
+class PlacementError(RuntimeError):
+    """The cluster could not place the workers' placement group in time."""
+
+
 class RayPeers(Peers):
     """Peer requests as concurrent Ray calls, one per owner, with a timeout."""
 
@@ -354,7 +358,7 @@ class RayGroup(WorkerGroup):
         if not self.pg.wait(timeout_seconds=int(max(10, cfg.cluster.connect_timeout_s))):
             remove_placement_group(self.pg)
             where = "" if nodes is None else f" on nodes {nodes} (by rank)"
-            raise RuntimeError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
+            raise PlacementError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
                                f"({ray.cluster_resources()})")
         cls = actor_class()
         raw = cfg.model_dump(mode="json")

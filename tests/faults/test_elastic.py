@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -129,6 +130,7 @@ def drill(out_dir: Path) -> dict[str, Any]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

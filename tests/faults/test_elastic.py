@@ -46,9 +46,11 @@ STALL = ("faults.kind=stall", "faults.rank=2", "faults.epoch=2", "faults.step=0"
 # the drill (runs in the subprocess)
 
 
-def _remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, float]) -> threading.Thread:
+def _remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, Any],
+                 replace: bool = False) -> threading.Thread:
     """Remove ``node`` from ``cluster`` as soon as a run under ``runs`` has written its
-    epoch-2 checkpoint (the stalled worker keeps the run at epoch 2 until then)."""
+    epoch-2 checkpoint (the stalled worker keeps the run at epoch 2 until then); with
+    ``replace``, a new node joins two seconds later."""
 
     def remove() -> None:
         deadline = time.monotonic() + 300
@@ -57,6 +59,9 @@ def _remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, float])
                 time.sleep(0.5)  # the checkpoint's writer finishes; workers are in epoch 2
                 removed["at"] = time.monotonic()
                 cluster.remove_node(node)
+                if replace:
+                    time.sleep(2)
+                    removed["new"] = cluster.add_node(num_cpus=1, object_store_memory=int(1e8))
                 return
             time.sleep(0.05)
 
@@ -85,7 +90,10 @@ def drill(out_dir: Path) -> dict[str, Any]:
     graph = make_graph(GRAPH_NODES, seed=GRAPH_SEED)
     tmp = tempfile.mkdtemp(prefix="el-", dir="/tmp")  # short: Ray's socket paths are limited
     small = {"object_store_memory": int(1e8)}
-    cluster = Cluster(initialize_head=True, head_node_args={
+    # shutdown_at_exit=False: a node can then join from the remover thread (Ray's exit hooks
+    # install a signal handler, which only the main thread may); the finally below and
+    # main()'s SIGTERM handler shut the cluster down
+    cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
         "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp, **small})
     nodes = [cluster.add_node(num_cpus=1, resources={f"node_{c}": 1}, **small) for c in "abc"]
     out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
@@ -99,13 +107,14 @@ def drill(out_dir: Path) -> dict[str, Any]:
             s = run_training(cfg(out_dir / "undisturbed"), graph=graph, progress=False)
             return {"summary": s, "digests": final_state(s)["rank_digests"]}
 
-        def lose_node(mode: str, node: Any) -> dict[str, Any]:
-            root = out_dir / mode
-            removed: dict[str, float] = {}
-            remover = _remove_when(cluster, node, root / "runs", removed)
+        def lose_node(mode: str, node: Any, replace: bool = False) -> dict[str, Any]:
+            root = out_dir / (mode + ("-replaced" if replace else ""))
+            removed: dict[str, Any] = {}
+            remover = _remove_when(cluster, node, root / "runs", removed, replace)
             got: dict[str, Any] = {"removed_node": node.node_id}
+            wait = ("cluster.replace_timeout_s=120",) if replace else ()
             try:
-                s = run_training(cfg(root, f"cluster.on_worker_loss={mode}", *STALL), graph=graph,
+                s = run_training(cfg(root, f"cluster.on_worker_loss={mode}", *STALL, *wait), graph=graph,
                                  progress=False)
                 got.update(summary=s, digests=final_state(s)["rank_digests"],
                            failures_json=json.loads((Path(s["run_dir"]) / "failures.json").read_text()))
@@ -114,6 +123,9 @@ def drill(out_dir: Path) -> dict[str, Any]:
             ended = time.monotonic()
             remover.join(timeout=60)
             got["after_removal_s"] = ended - removed["at"] if "at" in removed else None
+            if "new" in removed:
+                got["new_node"] = removed["new"].node_id
+                out["nodes"].append(removed["new"].node_id)
             try:
                 assert_nothing_left()
                 got["leftovers"] = None
@@ -126,7 +138,9 @@ def drill(out_dir: Path) -> dict[str, Any]:
         _scenario(out, "shrink", lambda: lose_node("shrink", nodes[1]))
         spare = cluster.add_node(num_cpus=1, resources={"node_d": 1}, **small)  # three nodes again
         out["nodes"].append(spare.node_id)
-        _scenario(out, "restart", lambda: lose_node("restart", spare))
+        _scenario(out, "replaced", lambda: lose_node("restart", spare, replace=True))
+        last = next(n for n in cluster.worker_nodes if n.node_id == out["nodes"][-1])
+        _scenario(out, "restart", lambda: lose_node("restart", last))
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -197,6 +211,19 @@ def test_shrink_is_recorded_in_failures_json_and_the_summary(drill_record: dict[
     assert f["lost_nodes"] == [lost] and (f["nodes_before"], f["nodes_after"]) == (3, 2)
     assert f["restart_from_epoch"] == 2 and f["epochs_redone"] == 0  # epoch 2 never finished
     assert f["replace_wait_s"] >= REPLACE_S and f["recovery_s"] >= f["replace_wait_s"]
+
+
+def test_restart_goes_on_when_a_new_node_joins_within_the_replace_timeout(
+        drill_record: dict[str, Any]) -> None:
+    want = _ok(drill_record, "undisturbed")["digests"]
+    got = _ok(drill_record, "replaced")
+    assert "error" not in got, got["error"]
+    assert got["digests"] == want
+    [f] = got["failures_json"]
+    [m] = f["moves"]
+    assert (m["from_node"], m["to_node"], m["kind"]) == (got["removed_node"], got["new_node"], "replaced"), m
+    assert (f["nodes_before"], f["nodes_after"]) == (3, 3) and f["replace_wait_s"] < 60, f
+    assert got["leftovers"] is None, got["leftovers"]
 
 
 def test_restart_fails_naming_the_worker_and_node_after_the_replace_timeout(

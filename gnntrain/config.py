@@ -501,6 +501,13 @@ class ClusterConfig(_Frozen):
     epoch_timeout_s: float | None = Field(None, gt=0, description="optional hard limit on one "
                                           "training epoch's wall time; off by default")
     connect_timeout_s: float = Field(20.0, gt=0)
+    on_worker_loss: Literal["restart", "shrink"] = Field(
+        "restart", description="when a failed worker's node has left the cluster and no new node "
+        "joins within replace_timeout_s: 'restart' ends the run naming the worker and the node, "
+        "'shrink' places that worker's rank on a surviving node (which then runs two ranks) and "
+        "goes on from the last checkpoint with the same ranks, parts, batches and streams")
+    replace_timeout_s: float = Field(60.0, gt=0, description="how long a worker whose node left "
+                                     "the cluster waits for a new node before on_worker_loss applies")
 
     @model_validator(mode="after")
     def _address_form(self) -> ClusterConfig:

@@ -206,7 +206,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
         if graph is not None:
             from gnntrain.runtime.group import LocalGroup
 
-            shards = _infer(LocalGroup(cfg, graph, spec, task), run, ckpt, what, layer, tmp, fmt)
+            shards = _infer(LocalGroup(cfg, graph, spec, task), run, ckpt, what, layer, tmp, fmt, progress)
         else:
             assert pset is not None
             from gnntrain.runtime.cluster import ray_session
@@ -215,7 +215,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             with ray_session(cfg.cluster, workers):
                 group = RayGroup(cfg, str(pset.path), workers, spec, task)
                 try:
-                    shards = _infer(group, run, ckpt, what, layer, tmp, fmt)
+                    shards = _infer(group, run, ckpt, what, layer, tmp, fmt, progress)
                 finally:
                     group.shutdown()
         manifest = Manifest(
@@ -237,7 +237,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
 
 
 def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, layer: int, tmp: Path,
-           fmt: str) -> list[dict[str, Any]]:
+           fmt: str, progress: bool = False) -> list[dict[str, Any]]:
     """Load the checkpoint into every worker, run the layers needed, have each worker
     write its shard into ``tmp``; returns the shards' manifest entries in part order."""
     from gnntrain.config import load_config
@@ -245,7 +245,8 @@ def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, lay
 
     restore(group, run, ckpt, load_config(raw=run.read_config_raw()))
     if what != "node_embedding":
-        run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction")
+        run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction",
+                   progress=progress)
     shards: list[dict[str, Any]] = group.call("export", str(tmp), what, layer, fmt,
                                               phase="prediction export")
     return sorted(shards, key=lambda s: int(s["part"]))

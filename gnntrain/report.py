@@ -106,6 +106,13 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         t.add_row(f"partition ({summary['partition_method']}) edge cut", _pct(summary["edge_cut_fraction"]))
     if summary.get("failures"):
         t.add_row("worker failures recovered", str(len(summary["failures"])))
+    for f in summary.get("failures") or []:
+        for m in f.get("moves", []):
+            t.add_row(f"worker {m['rank']} moved ({m['kind']})",
+                      f"part {m['part']}: node {m['from_node'][:8]} -> {m['to_node'][:8]}; nodes "
+                      f"{f['nodes_before']} -> {f['nodes_after']}; epochs redone {f['epochs_redone']}; "
+                      f"recovery {f.get('recovery_s', 0.0):.1f} s (waited {f['replace_wait_s']:.1f} s "
+                      "for a new node)")
     console.print(t)
 
 

@@ -39,6 +39,7 @@ from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
 
 if TYPE_CHECKING:
+    from gnntrain.runtime.placement import Move
     from partition.report import PartitionReport
     from partition.store import PartitionSet
 
@@ -221,15 +222,30 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                        task: Task, ckpt: dict[str, Any] | None, start_epoch: int, progress: bool,
                        console: Console) -> tuple[FitResult, list[dict[str, Any]]]:
     """Train on Ray; when a worker fails, tear the group down, start a new one from the
-    last checkpoint and go on, up to ``train.max_failures`` times."""
-    from gnntrain.runtime.ray_group import RayGroup, WorkerFailure
+    last checkpoint and go on, up to ``train.max_failures`` times. Every rank goes back to
+    its node; the ranks of a node that left the cluster go to a new node or, with
+    ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`)."""
+    from gnntrain.runtime.placement import alive_nodes, place
+    from gnntrain.runtime.ray_group import PlacementError, RayGroup, WorkerFailure
 
     failures: list[dict[str, Any]] = []
+    nodes: list[str] | None = None  # the node of every rank, once a group has started
     while True:
         t_start = time.monotonic()
         group = None
         try:
-            group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures))
+            if failures and nodes is not None:
+                placed = place(nodes, cfg.cluster.on_worker_loss, cfg.cluster.replace_timeout_s)
+                if placed.moves:
+                    _note_moves(failures[-1], nodes, placed.nodes, placed.moves, placed.waited_s, console)
+                nodes = placed.nodes
+            try:
+                group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes)
+            except PlacementError:
+                if nodes is None or set(nodes) <= set(alive_nodes()):
+                    raise
+                continue  # a pinned node was marked dead meanwhile: place its ranks again
+            nodes = group.nodes
             if failures:
                 failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]
                 del failures[-1]["_t_fail"]
@@ -254,6 +270,21 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
         finally:
             if group is not None:
                 group.shutdown()
+
+
+def _note_moves(failure: dict[str, Any], before: list[str], after: list[str], moves: list[Move],
+                waited_s: float, console: Console) -> None:
+    """Record in ``failure`` (a ``failures.json`` entry) which ranks left a lost node for
+    which node, and say it on the console."""
+    failure.update({"lost_nodes": sorted({m.from_node for m in moves}, key=before.index),
+                    "moves": [m.to_dict() for m in moves], "replace_wait_s": waited_s,
+                    "nodes_before": len(set(before)), "nodes_after": len(set(after))})
+    for m in moves:
+        where = ("a new node" if m.kind == "replaced" else
+                 "surviving node " + m.to_node[:8] + " with worker(s) "
+                 + ", ".join(str(r) for r, n in enumerate(after) if n == m.to_node and r != m.rank))
+        console.print(f"[yellow]node {m.from_node[:8]} left the cluster: worker {m.rank} (part {m.rank}) "
+                      f"moves to {where}[/yellow]")
 
 
 def _headline(cause: str) -> str:

@@ -21,7 +21,7 @@ from gnntrain.config import RunConfig
 from gnntrain.engine import steps_per_epoch
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.comm import CATEGORIES, summarise
-from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.group import Watch, WorkerGroup
 from gnntrain.tasks import SPLITS, Task
 from gnntrain.tblog import TensorBoardLog
 
@@ -65,22 +65,53 @@ def restore(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], cfg: RunConfi
         group.call_one(r, "load_part_state", load_part_file(run, name), phase="restore")
 
 
-def run_layers(group: WorkerGroup, layers: int, phase: str = "evaluation") -> None:
+def phase_bar(desc: str, unit: str, total: int | None = None, show: bool = True) -> tqdm:
+    """The progress bar of a phase inside an epoch (evaluation, prediction): below the
+    epochs bar, gone when the phase ends."""
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show, leave=False, position=1,
+                dynamic_ncols=True)
+
+
+def batch_watch(bar: tqdm) -> Watch:
+    """Feeds ``bar`` from the workers' progress answers (the ones the stall detection
+    polls): batches done over batches to do, summed over the workers that have said."""
+    seen: dict[int, tuple[int, int]] = {}
+
+    def watch(prog: list[dict[str, Any]]) -> None:
+        for p in prog:
+            if "total" in p:
+                seen[int(p["rank"])] = (int(p["done"]), int(p["total"]))
+        if seen:
+            bar.total = sum(t for _, t in seen.values())
+            bar.n = sum(d for d, _ in seen.values())
+            bar.refresh()
+
+    return watch
+
+
+def run_layers(group: WorkerGroup, layers: int, phase: str = "evaluation", progress: bool = False) -> None:
     """Layer-wise inference of layers ``0 .. layers-1`` on every worker: layer ``l`` runs
     everywhere before any worker starts ``l + 1`` (it reads layer ``l``'s rows of its halo
     from their owners). Afterwards each worker holds the rows after layer ``layers`` of
-    every node it owns; evaluation and ``gnntrain.predict`` both run this loop."""
-    group.call("eval_begin", phase=phase)
-    for layer in range(layers):
-        group.call("eval_layer", layer, phase=f"{phase} layer {layer}")
+    every node it owns; evaluation and ``gnntrain.predict`` both run this loop. With
+    ``progress`` a bar counts the layers done."""
+    with phase_bar(phase, "layer", layers, progress) as bar:
+        group.call("eval_begin", phase=phase)
+        for layer in range(layers):
+            group.call("eval_layer", layer, phase=f"{phase} layer {layer}")
+            bar.update(1)
 
 
-def evaluate(group: WorkerGroup, task: Task, epoch: int, mode: str) -> list[dict[str, Any]]:
+def evaluate(group: WorkerGroup, task: Task, epoch: int, mode: str,
+             progress: bool = False) -> list[dict[str, Any]]:
     """Every worker's metric states: layer-wise over the full graph (``full``, models with
-    ``layer()``), or with the training fanouts (``sampled``)."""
+    ``layer()``), or with the training fanouts (``sampled``; with ``progress`` a bar
+    counts the val and test batches every worker has evaluated)."""
     if mode == "sampled":
-        return group.call("eval_sampled", epoch, phase=f"evaluation (epoch {epoch})")
-    run_layers(group, group.num_layers)
+        with phase_bar(f"evaluation (epoch {epoch})", "batch", show=progress) as bar:
+            return group.call("eval_sampled", epoch, phase=f"evaluation (epoch {epoch})",
+                              watch=batch_watch(bar) if progress else None)
+    run_layers(group, group.num_layers, progress=progress)
     return group.call("eval_results", phase="evaluation")
 
 
@@ -154,7 +185,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
         last = epoch == cfg.train.epochs - 1
         if (epoch + 1) % cfg.train.eval_every == 0 or last:
             t1 = time.perf_counter()
-            rec.update(split_metrics(task, evaluate(group, task, epoch, mode)))
+            rec.update(split_metrics(task, evaluate(group, task, epoch, mode, progress)))
             rec["eval_mode"] = mode
             rec["eval_s"] = time.perf_counter() - t1
             # evaluation traffic (hidden rows in ``eval``; sampled evaluation's sample and

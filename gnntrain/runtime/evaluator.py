@@ -158,14 +158,16 @@ class Evaluator:
         a = self.access
         self.model.eval()
         out: dict[str, Any] = {}
-        for split in ("val", "test"):
-            batches = self.task.eval_batches(a.part, split, self.cfg_batch_size)
+        plan = {split: self.task.eval_batches(a.part, split, self.cfg_batch_size) for split in ("val", "test")}
+        total, done = sum(len(b) for b in plan.values()), 0  # the coordinator's progress bar
+        for split, batches in plan.items():
             keys = [mix_seed(a.cfg.train.seed, "eval", split, epoch, i) for i in range(len(batches))]
             pipe = a.pipeline(self.task, batches, keys, needs=block_needs(self.model))
             states = []
             try:
                 for i, item in enumerate(pipe):
-                    a.progress.set("eval", step=i)
+                    a.progress.set("eval", step=i, done=done, total=total)
+                    done += 1
                     if item.batch is None:
                         continue
                     b = item.batch.to(a.device, non_blocking=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +23,10 @@ from gnntrain.tasks import Task
 from partition import Part
 from partition.graph import Graph
 
+Watch = Callable[[list[dict[str, Any]]], None]
+"""Sees the workers' progress answers (``rank``, ``phase`` and the counters of
+:class:`~gnntrain.runtime.part_access.Progress`) while a call runs: a progress bar."""
+
 
 class WorkerGroup(ABC):
     """``world`` workers; :meth:`call` is one round of calls to all of them."""
@@ -30,9 +35,11 @@ class WorkerGroup(ABC):
     infos: list[WorkerInfo]
 
     @abstractmethod
-    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
         """Call ``name`` on every worker with the same arguments; the replies in rank order.
-        ``phase`` names what the call is for in a failure message."""
+        ``phase`` names what the call is for in a failure message; ``watch``, where the
+        group can poll its workers while they work, sees their progress."""
 
     def call_one(self, rank: int, name: str, *args: Any, phase: str) -> Any:
         """Call ``name`` on worker ``rank`` only (default: on all, keep ``rank``'s reply)."""
@@ -73,5 +80,6 @@ class LocalGroup(WorkerGroup):
                              node_types=graph.node_types())
         self.infos = [self.worker.info]
 
-    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
-        return [self.worker.call(name, *args)]
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
+        return [self.worker.call(name, *args)]  # in this thread: nothing to poll

@@ -20,7 +20,7 @@ from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
 from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.dist_source import Peers
-from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.group import Watch, WorkerGroup
 from gnntrain.runtime.worker import Worker
 from gnntrain.tasks import Task
 from samplers import Neighbors
@@ -95,7 +95,8 @@ class LoopbackGroup(WorkerGroup):
         self.infos = [w.info for w in self.workers]
         self._pool = ThreadPoolExecutor(max_workers=self.world)
 
-    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
         futs = [self._pool.submit(w.call, name, *args) for w in self.workers]
         return [f.result(timeout=timeout) for f in futs]
 

@@ -41,7 +41,8 @@ from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.faults import FaultInjector
-from gnntrain.runtime.group import WorkerGroup
+from gnntrain.runtime.group import Watch, WorkerGroup
+from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
 from gnntrain.runtime.worker import Worker, WorkerInfo
 from gnntrain.tasks import Task
 from samplers import Neighbors
@@ -56,6 +57,10 @@ class WorkerFailure(RuntimeError):
         self.rank = rank
         self.phase = phase
         self.cause = cause
+
+
+class PlacementError(RuntimeError):
+    """The cluster could not place the workers' placement group in time."""
 
 
 class RayPeers(Peers):
@@ -194,6 +199,10 @@ class WorkerActor:
     def ping(self) -> int:
         return self.rank
 
+    def node(self) -> str:
+        """The id of the Ray node this worker runs on."""
+        return str(ray.get_runtime_context().get_node_id())
+
     def progress(self) -> dict[str, Any]:
         """Where the training thread is, and the CPU seconds it has used (``cpu_s``, None
         where the platform cannot tell); answered on a serving thread, so even a stuck
@@ -300,7 +309,7 @@ def worker_processes(root: Any = None) -> list[Any]:
     return out
 
 
-_GROUPS = {"serve": ("serve", "ping", "progress"),
+_GROUPS = {"serve": ("serve", "ping", "progress", "node"),
            "train": ("address", "pid", "setup", "call", "shutdown")}
 
 
@@ -322,7 +331,9 @@ class RayGroup(WorkerGroup):
     """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
 
     def __init__(self, cfg: RunConfig, part_path: str, world: int, model: ModelSpec, task: Task,
-                 attempt: int = 0) -> None:
+                 attempt: int = 0, nodes: list[str] | None = None) -> None:
+        """``nodes``: the node id each rank is pinned to (:mod:`~gnntrain.runtime.placement`);
+        None lets Ray pack the ranks where they fit."""
         self.cfg = cfg
         self.world = world
         self.stall_s = cfg.cluster.stall_timeout_s
@@ -330,7 +341,7 @@ class RayGroup(WorkerGroup):
         self.control_messages = np.zeros(world, dtype=np.int64)
         total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
         per = cfg.cluster.cpus_per_worker or min(1.0, total_cpus / world)
-        if per * world > total_cpus + 1e-9:
+        if nodes is None and per * world > total_cpus + 1e-9:
             raise ValueError(
                 f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
                 f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
@@ -339,17 +350,21 @@ class RayGroup(WorkerGroup):
             gpus = cfg.cluster.gpus_per_worker or min(1.0, float(ray.cluster_resources().get("GPU", 0)) / world)
             if gpus <= 0:
                 raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
-        bundle = {"CPU": per, **({"GPU": gpus} if gpus else {})}
-        self.pg = placement_group([bundle] * world, strategy="PACK")
+        # pinned ranks sharing a node share its CPUs
+        cpus = [per] * world if nodes is None else bundle_cpus(nodes, alive_nodes(), per)
+        bundles = [{"CPU": c, **({"GPU": gpus} if gpus else {})} for c in cpus]
+        self.pg = placement_group(bundles, strategy="PACK", **(
+            {} if nodes is None else {"bundle_label_selector": [{NODE_LABEL: n} for n in nodes]}))
         if not self.pg.wait(timeout_seconds=int(max(10, cfg.cluster.connect_timeout_s))):
             remove_placement_group(self.pg)
-            raise RuntimeError(f"could not place {world} workers with {per} CPU each on the cluster "
+            where = "" if nodes is None else f" on nodes {nodes} (by rank)"
+            raise PlacementError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
                                f"({ray.cluster_resources()})")
         cls = actor_class()
         raw = cfg.model_dump(mode="json")
         code = worker_runtime_env()  # user code the driver imported: importable on the workers
         self.actors = [
-            cls.options(num_cpus=per, num_gpus=gpus, max_restarts=0, name=None,
+            cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
                         **({"runtime_env": code} if code else {}),
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=self.pg, placement_group_bundle_index=r)
@@ -361,6 +376,7 @@ class RayGroup(WorkerGroup):
             up = max(self.stall_s, STARTUP_S)
             master = self._get([self.actors[0].address.remote()], "start-up", ranks=[0], stall_s=up)[0]
             self.pids = self._get([a.pid.remote() for a in self.actors], "start-up", stall_s=up)
+            self.nodes: list[str] = self._get([a.node.remote() for a in self.actors], "start-up")
             backend = "nccl" if gpus >= 1 else "gloo"  # NCCL needs one GPU per rank
             infos = self._get([a.setup.remote(self.actors, master, attempt, backend)
                                for a in self.actors], "setup")
@@ -399,19 +415,21 @@ class RayGroup(WorkerGroup):
         return WorkerFailure(culprit, phase, cause + note)
 
     def _get(self, refs: list[Any], phase: str, timeout: float | None = None,
-             ranks: list[int] | None = None, stall_s: float | None = None) -> list[Any]:
+             ranks: list[int] | None = None, stall_s: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
         """Wait for the replies of ``refs`` (from workers ``ranks``, default ``0..``): as long
         as one of the workers still busy makes progress (see :class:`StallWatch`), and at
-        most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Failures
-        name the worker and the cause."""
+        most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Every
+        round of progress answers also goes to ``watch`` (a progress bar), then at least
+        once a second. Failures name the worker and the cause."""
         stall_s = stall_s or self.stall_s
         ranks = list(range(len(refs))) if ranks is None else ranks
         rank_of = {id(ref): r for ref, r in zip(refs, ranks, strict=True)}
         t0 = time.monotonic()
         deadline = t0 + timeout if timeout else None
-        watch = StallWatch(stall_s)
-        watch.start(ranks, t0)
-        poll = min(5.0, max(0.2, stall_s / 10))
+        stalls = StallWatch(stall_s)
+        stalls.start(ranks, t0)
+        poll = min(5.0 if watch is None else 1.0, max(0.2, stall_s / 10))
         next_poll = t0 + poll
         pending = list(refs)
         while pending:
@@ -424,10 +442,12 @@ class RayGroup(WorkerGroup):
                 prog = self.diagnose(timeout_s=poll, ranks=busy)
                 now = time.monotonic()
                 for p in prog:
-                    watch.update(p["rank"], p, now)
-                if watch.stalled(busy, now):
+                    stalls.update(p["rank"], p, now)
+                if watch is not None:
+                    watch(prog)
+                if stalls.stalled(busy, now):
                     culprit = _behind(prog, busy[0])
-                    still = watch.still_for(culprit, now)
+                    still = stalls.still_for(culprit, now)
                     raise self._culprit(culprit, phase=phase, prog=prog, cause=(
                         f"worker {culprit} made no progress for {still:.0f}s "
                         f"(limit {stall_s:g}s, cluster.stall_timeout_s) at "
@@ -448,11 +468,12 @@ class RayGroup(WorkerGroup):
                     raise WorkerFailure(rank_of[id(ref)], phase, repr(e)) from None
         return ray.get(refs)
 
-    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None) -> list[Any]:
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
         """One call to every worker; its arguments and replies count as ``control``."""
         self.control_bytes += wire_bytes(name, *args)
         self.control_messages += 1
-        out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout)
+        out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout, watch=watch)
         self.control_bytes += np.array([wire_bytes(o) for o in out], dtype=np.int64)
         self.control_messages += 1
         return out

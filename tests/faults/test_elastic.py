@@ -1,0 +1,269 @@
+"""A node leaves the cluster for good: ``cluster.on_worker_loss`` = ``shrink`` or ``restart``.
+
+Three simulated nodes (``ray.cluster_utils.Cluster``: one raylet each, one CPU each, a
+head without CPUs), three workers, one per node. Worker 2 holds still at epoch 2 step 0
+(so the run cannot move on), and once the epoch-2 checkpoint exists the drill removes
+the second node for good. With ``shrink`` the lost rank runs on a surviving node and the
+run ends with exactly the parameters and optimizer state of an undisturbed run on every
+rank; with ``restart`` the run ends soon after ``cluster.replace_timeout_s`` with an
+error naming the worker and the node.
+
+The cluster lives in a subprocess (``python -m tests.faults.test_elastic OUT``), so it
+never meets the test session's own local Ray; the drill writes what it saw to
+``OUT/drill.json`` and the tests below judge it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, make_graph
+
+GRAPH_NODES, GRAPH_SEED = 450, 7
+WORKERS = 3
+REPLACE_S = 5.0
+DRILL_LIMIT_S = 900
+BASE = ("train.epochs=4", "train.checkpoint_every=1", "train.keep_checkpoints=5",
+        "sampler.batch_size=16", "model.dropout=0.3", "cluster.collective_timeout_s=60",
+        "cluster.stall_timeout_s=120", "train.max_failures=1", f"cluster.replace_timeout_s={REPLACE_S}")
+STALL = ("faults.kind=stall", "faults.rank=2", "faults.epoch=2", "faults.step=0")
+
+
+# ---------------------------------------------------------------------------------------
+# the drill (runs in the subprocess)
+
+
+def _remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, Any],
+                 replace: bool = False) -> threading.Thread:
+    """Remove ``node`` from ``cluster`` as soon as a run under ``runs`` has written its
+    epoch-2 checkpoint (the stalled worker keeps the run at epoch 2 until then); with
+    ``replace``, a new node joins two seconds later."""
+
+    def remove() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if list(runs.glob("*/checkpoints/ckpt-00002.pt")):
+                time.sleep(0.5)  # the checkpoint's writer finishes; workers are in epoch 2
+                removed["at"] = time.monotonic()
+                cluster.remove_node(node)
+                if replace:
+                    time.sleep(2)
+                    removed["new"] = cluster.add_node(num_cpus=1, object_store_memory=int(1e8))
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=remove, daemon=True)
+    t.start()
+    return t
+
+
+def _scenario(out: dict[str, Any], name: str, fn: Any) -> None:
+    try:
+        out[name] = fn()
+    except BaseException as e:  # noqa: BLE001 - every scenario reports, whatever happens
+        out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+
+
+def drill(out_dir: Path) -> dict[str, Any]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from gnntrain.runtime.coordinator import run_training
+    from tests.runtime.helpers import final_state, tiny_cfg
+    from tests.runtime.test_failures import assert_nothing_left
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    graph = make_graph(GRAPH_NODES, seed=GRAPH_SEED)
+    tmp = tempfile.mkdtemp(prefix="el-", dir="/tmp")  # short: Ray's socket paths are limited
+    small = {"object_store_memory": int(1e8)}
+    # shutdown_at_exit=False: a node can then join from the remover thread (Ray's exit hooks
+    # install a signal handler, which only the main thread may); the finally below and
+    # main()'s SIGTERM handler shut the cluster down
+    cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp, **small})
+    nodes = [cluster.add_node(num_cpus=1, resources={f"node_{c}": 1}, **small) for c in "abc"]
+    out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
+    try:
+        ray.init(address=cluster.address, logging_level="warning", log_to_driver=False)
+
+        def cfg(root: Path, *extra: str) -> Any:
+            return tiny_cfg(root, *BASE, *extra, workers=WORKERS)
+
+        def undisturbed() -> dict[str, Any]:
+            s = run_training(cfg(out_dir / "undisturbed"), graph=graph, progress=False)
+            return {"summary": s, "digests": final_state(s)["rank_digests"]}
+
+        def lose_node(mode: str, node: Any, replace: bool = False) -> dict[str, Any]:
+            root = out_dir / (mode + ("-replaced" if replace else ""))
+            removed: dict[str, Any] = {}
+            remover = _remove_when(cluster, node, root / "runs", removed, replace)
+            got: dict[str, Any] = {"removed_node": node.node_id}
+            wait = ("cluster.replace_timeout_s=120",) if replace else ()
+            try:
+                s = run_training(cfg(root, f"cluster.on_worker_loss={mode}", *STALL, *wait), graph=graph,
+                                 progress=False)
+                got.update(summary=s, digests=final_state(s)["rank_digests"],
+                           failures_json=json.loads((Path(s["run_dir"]) / "failures.json").read_text()))
+            except Exception as e:  # noqa: BLE001 - the restart case is expected to end here
+                got.update(error=f"{type(e).__name__}: {e}")
+            ended = time.monotonic()
+            remover.join(timeout=60)
+            got["after_removal_s"] = ended - removed["at"] if "at" in removed else None
+            if "new" in removed:
+                got["new_node"] = removed["new"].node_id
+                out["nodes"].append(removed["new"].node_id)
+            try:
+                assert_nothing_left()
+                got["leftovers"] = None
+            except AssertionError as e:
+                got["leftovers"] = str(e)
+            got["alive_nodes"] = sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU"))
+            return got
+
+        _scenario(out, "undisturbed", undisturbed)
+        _scenario(out, "shrink", lambda: lose_node("shrink", nodes[1]))
+        spare = cluster.add_node(num_cpus=1, resources={"node_d": 1}, **small)  # three nodes again
+        out["nodes"].append(spare.node_id)
+        _scenario(out, "replaced", lambda: lose_node("restart", spare, replace=True))
+        last = next(n for n in cluster.worker_nodes if n.node_id == out["nodes"][-1])
+        _scenario(out, "restart", lambda: lose_node("restart", last))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    out_dir = Path(sys.argv[1])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timed-out drill still shuts its cluster down
+    result = drill(out_dir)
+    (out_dir / "drill.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+# ---------------------------------------------------------------------------------------
+# the tests (judge the drill's record)
+
+
+@pytest.fixture(scope="module")
+def drill_record(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("elastic")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    log = out / "drill.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.faults.test_elastic", str(out)], cwd=REPO,
+                                env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=DRILL_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"the elastic drill hung past {DRILL_LIMIT_S}s:\n{log.read_text()[-3000:]}")
+    record = out / "drill.json"
+    assert proc.returncode == 0 and record.exists(), f"the drill failed:\n{log.read_text()[-5000:]}"
+    return dict(json.loads(record.read_text()))
+
+
+def _ok(rec: dict[str, Any], name: str) -> dict[str, Any]:
+    got = rec[name]
+    assert "traceback" not in got, f"{name}: {got.get('error')}\n{got.get('traceback')}"
+    return dict(got)
+
+
+def test_shrink_finishes_on_fewer_nodes_with_the_undisturbed_parameters(drill_record: dict[str, Any]) -> None:
+    want = _ok(drill_record, "undisturbed")["digests"]
+    got = _ok(drill_record, "shrink")
+    assert "error" not in got, got["error"]
+    assert len(set(want)) == 1 and len(want) == WORKERS, "the undisturbed replicas differ"
+    assert got["summary"]["epochs"] == 4
+    assert got["alive_nodes"] == 2, "the run should have ended with one node fewer"
+    # every rank's model and optimizer state equals the undisturbed run's
+    assert got["digests"] == want, f"shrunk run {got['digests']} != undisturbed {want}"
+    assert got["leftovers"] is None, got["leftovers"]
+
+
+def test_shrink_is_recorded_in_failures_json_and_the_summary(drill_record: dict[str, Any]) -> None:
+    got = _ok(drill_record, "shrink")
+    [f] = got["failures_json"]
+    assert got["summary"]["failures"][0]["moves"] == f["moves"]  # the summary carries the record
+    lost = got["removed_node"]
+    survivors = [n for n in drill_record["nodes"][:3] if n != lost]
+    [m] = f["moves"]
+    assert m["from_node"] == lost and m["to_node"] in survivors and m["kind"] == "shrunk", m
+    assert m["part"] == m["rank"]  # ranks keep their parts
+    assert f["lost_nodes"] == [lost] and (f["nodes_before"], f["nodes_after"]) == (3, 2)
+    assert f["restart_from_epoch"] == 2 and f["epochs_redone"] == 0  # epoch 2 never finished
+    assert f["replace_wait_s"] >= REPLACE_S and f["recovery_s"] >= f["replace_wait_s"]
+
+
+def test_restart_goes_on_when_a_new_node_joins_within_the_replace_timeout(
+        drill_record: dict[str, Any]) -> None:
+    want = _ok(drill_record, "undisturbed")["digests"]
+    got = _ok(drill_record, "replaced")
+    assert "error" not in got, got["error"]
+    assert got["digests"] == want
+    [f] = got["failures_json"]
+    [m] = f["moves"]
+    assert (m["from_node"], m["to_node"], m["kind"]) == (got["removed_node"], got["new_node"], "replaced"), m
+    assert (f["nodes_before"], f["nodes_after"]) == (3, 3) and f["replace_wait_s"] < 60, f
+    assert got["leftovers"] is None, got["leftovers"]
+
+
+def test_restart_fails_naming_the_worker_and_node_after_the_replace_timeout(
+        drill_record: dict[str, Any]) -> None:
+    got = _ok(drill_record, "restart")
+    err = got.get("error")
+    assert err is not None, "on_worker_loss=restart should end the run when the node is gone"
+    assert err.startswith("NodeLost: worker "), err
+    assert f"on node {got['removed_node']}" in err and "cluster.on_worker_loss=shrink" in err, err
+    assert got["after_removal_s"] is not None, "the drill never removed the node"
+    assert REPLACE_S <= got["after_removal_s"] < REPLACE_S + 90, got["after_removal_s"]  # never hangs
+    assert got["leftovers"] is None, got["leftovers"]
+
+
+def test_plan_replaces_lost_nodes_first_then_shrinks_onto_the_least_loaded_survivor() -> None:
+    from gnntrain.runtime.placement import Move, bundle_cpus, plan
+
+    prev = ["a", "a", "b", "c"]  # ranks 0, 1 on a; 2 on b; 3 on c
+    assert plan(prev, {"a": 2, "b": 1, "c": 1}, shrink=False) == []  # nothing lost: stay
+    # node a lost, node d joined: both of a's ranks go to d together
+    assert plan(prev, {"b": 1, "c": 1, "d": 2}, shrink=False) == [
+        Move(0, "a", "d", "replaced"), Move(1, "a", "d", "replaced")]
+    assert plan(prev, {"b": 1, "c": 1}, shrink=False) is None  # restart waits
+    # shrink: a's ranks are spread over the survivors, fewest ranks first (b, then c)
+    assert plan(prev, {"b": 1, "c": 1}, shrink=True) == [
+        Move(0, "a", "b", "shrunk"), Move(1, "a", "c", "shrunk")]
+    assert plan(prev, {}, shrink=True) is None  # no survivor
+    # a node running two ranks shares its CPUs between them
+    assert bundle_cpus(["b", "b", "c"], {"b": 1.0, "c": 1.0}, per=1.0) == [0.5, 0.5, 1.0]
+    assert bundle_cpus(["b", "b", "b"], {"b": 1.0}, per=0.25) == [0.25, 0.25, 0.25]
+    assert sum(bundle_cpus(["b"] * 3, {"b": 1.0}, per=1.0)) <= 1.0
+
+
+def test_on_worker_loss_is_validated() -> None:
+    from gnntrain.config import ConfigError, load_config
+
+    with pytest.raises((ConfigError, ValueError), match="on_worker_loss"):
+        load_config(raw={"dataset": {"name": "t", "source": "synthetic"},
+                         "cluster": {"on_worker_loss": "wait"}})
+
+
+if __name__ == "__main__":
+    main()

@@ -265,7 +265,7 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                              "after_s": time.monotonic() - t_start, "epochs_done_at_failure": failed_at,
                              "restart_from_epoch": start_epoch,
                              "epochs_redone": failed_at - start_epoch, "_t_fail": time.monotonic()})
-            console.print(f"[yellow]worker {e.rank} failed during {e.phase}; restarting from epoch "
+            console.print(f"[yellow]worker {e.rank} failed during {e.phase}; recovering from epoch "
                           f"{start_epoch} ({len(failures)}/{cfg.train.max_failures})[/yellow]")
         finally:
             if group is not None:

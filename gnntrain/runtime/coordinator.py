@@ -78,6 +78,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     probe = build_model(spec, cfg.model, in_dim, out_dim, cfg.train.seed)
     if graph is not None:  # a chunked graph is untyped
         check_typed(probe, graph)
+    task.check_setup(probe, layerwise_eval=has_layerwise(probe) and cfg.train.eval == "full")
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
                       "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")

@@ -107,6 +107,12 @@ class Task(ABC):
     def out_dim(self, num_classes: int, hidden: int) -> int:
         """Width of the model's output rows."""
 
+    def check_setup(self, model: nn.Module, *, layerwise_eval: bool) -> None:
+        """Refuse, before any work, a model or evaluation this task cannot use (raise
+        ``ValueError`` naming the setting and what is allowed). ``layerwise_eval``: the run
+        evaluates with exact layer-wise rows (``train.eval: full`` and a model with
+        ``layer(i, block, h)``)."""
+
     def load_graph(self, dataset: DatasetConfig, graph: Graph | None = None) -> Graph:
         """The graph message passing runs on: ``graph`` if given, else the one ``dataset``
         loads. A task whose examples are not nodes (link prediction) takes its held-out

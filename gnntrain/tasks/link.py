@@ -244,6 +244,16 @@ class LinkPrediction(Task):
     def out_dim(self, num_classes: int, hidden: int) -> int:
         return hidden
 
+    def check_setup(self, model: nn.Module, *, layerwise_eval: bool) -> None:
+        if self.decoder == "mlp" and not callable(getattr(model, "decoder", None)):
+            raise ValueError(f"task.options.decoder='mlp' scores pairs with the model's `decoder` "
+                             f"module, which {type(model).__name__} lacks: use model.arch "
+                             "gnntrain.tasks.link:with_mlp_decoder, give your model a decoder, or "
+                             "set decoder: dot")
+        if self.ranking == "items" and not layerwise_eval:
+            raise ValueError("task.options.ranking='items' ranks every item from the layer-wise "
+                             "rows: set train.eval=full with a model that has layer(i, block, h)")
+
     def _train_edges(self, part: Part) -> tuple[np.ndarray, np.ndarray]:
         """The part's training edges ``(src, dst)``, partitioned ids: its in-edges; on a
         user-item graph only those into an item (``user -> item``), so every positive is a

@@ -185,6 +185,9 @@ def test_item_ranking_needs_a_user_item_graph_and_layerwise_eval(tmp_path: Path)
     t2, _, _ = items_task(tmp_path)
     with pytest.raises(ValueError, match="set train.eval=full"):
         t2.eval_batches(_Part(0, 0, 10), "test", 100)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="set train.eval=full"):  # before any work
+        t2.check_setup(torch.nn.Linear(2, 2), layerwise_eval=False)
+    t2.check_setup(torch.nn.Linear(2, 2), layerwise_eval=True)
 
 
 # --- per-source MRR (OGB's ogbl-citation2 layout) ---------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -254,3 +256,15 @@ def test_bce_and_bpr_losses_pair_each_negative_with_its_positive() -> None:
     want = -torch.log(torch.sigmoid(s_pos[:, None] - s_neg)).sum()
     torch.testing.assert_close(bpr_task.loss(out, target), want)
     assert bpr_task.num_examples(target) == 2 * n_pos
+
+
+# --- a model the task cannot use, refused before any work -----------------------------------
+
+def test_mlp_decoder_without_a_decoder_module_fails_before_work(tmp_path: Path) -> None:
+    from gnntrain.runtime.coordinator import run_training
+    from tests.runtime.helpers import tiny_cfg
+
+    cfg = tiny_cfg(tmp_path, "task.kind=link", 'task.options={"decoder": "mlp", "hits_k": 5}')
+    with pytest.raises(ValueError, match="decoder='mlp' scores pairs with the model's `decoder`"):
+        run_training(cfg, single_process=True, graph=make_graph(60), progress=False)
+    assert not (tmp_path / "runs").exists()  # refused before the run directory exists

@@ -107,7 +107,7 @@ class Task(ABC):
     def out_dim(self, num_classes: int, hidden: int) -> int:
         """Width of the model's output rows."""
 
-    def check_setup(self, model: nn.Module, *, layerwise_eval: bool) -> None:
+    def check_setup(self, model: nn.Module, *, layerwise_eval: bool) -> None:  # noqa: B027
         """Refuse, before any work, a model or evaluation this task cannot use (raise
         ``ValueError`` naming the setting and what is allowed). ``layerwise_eval``: the run
         evaluates with exact layer-wise rows (``train.eval: full`` and a model with

@@ -13,6 +13,7 @@ from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
+from samplers.base import Fanout
 
 
 class PeerServer:
@@ -20,10 +21,11 @@ class PeerServer:
         self.access = access
         self.evaluator = evaluator
 
-    def sample(self, ids: np.ndarray, fanout: int, replace: bool, key: int,
-               requester: int) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, ids: np.ndarray, fanout: Fanout, replace: bool, key: int,
+               requester: int) -> tuple[np.ndarray, ...]:
+        """``(counts, nbrs)``, plus ``rels`` (each edge's relation id) on a typed graph."""
         res = self.access.local.sample_neighbors(ids, fanout, replace=replace, key=key)
-        reply = (res.counts, res.nbrs)
+        reply = (res.counts, res.nbrs) if res.rels is None else (res.counts, res.nbrs, res.rels)
         self.access.comm.add("sample", requester, wire_bytes(reply))
         return reply
 

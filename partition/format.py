@@ -24,8 +24,12 @@ place, so an interrupted run never leaves a half set under the final name. ``N``
         ├── test_idx.npy       int64             new ids of owned test nodes, sorted
         ├── orig_ids.npy       int64 [n_p]       original id of each owned node
         ├── halo_ids.npy       int64 [h_p]       remote in-neighbours (1-hop halo), sorted by new id
-        ├── halo_offsets.npy   int64 [k + 1]     halo_ids[halo_offsets[q]:halo_offsets[q + 1]] are owned by q
-        └── edge_rel.npy       int64 [e_p]       relation id of each stored edge (typed graphs only)
+        └── halo_offsets.npy   int64 [k + 1]     halo_ids[halo_offsets[q]:halo_offsets[q + 1]] are owned by q
+
+A typed graph trained as one graph adds ``part-<p>/edge_rel.npy`` (int64 ``[e_p]``: the
+relation id of each stored edge, aligned with ``indices``; the names are the meta's
+``edge_types``): the relation travels with its edge, so parallel relations between the
+same node types stay apart.
 
 Renumbering: nodes are sorted by part (stable, so original order is kept inside a part);
 part ``p`` owns the contiguous new ids ``[offsets[p], offsets[p + 1])`` and the partition

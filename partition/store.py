@@ -64,6 +64,7 @@ class Part:
     halo_offsets: np.ndarray
     edge_rel: np.ndarray | None = None  # relation id per stored edge (typed graphs only)
     edge_types: tuple[str, ...] = ()  # the relation names edge_rel indexes
+    node_type_names: tuple[str, ...] = ()  # type names of a typed graph (index = type id)
 
     def __post_init__(self) -> None:
         self.book.part_range(self.part_id)  # raises for a part the book does not have
@@ -85,7 +86,7 @@ class Part:
                    val_idx=graph.val_idx, test_idx=graph.test_idx,
                    orig_ids=np.arange(n, dtype=np.int64), halo_ids=np.empty(0, np.int64),
                    halo_offsets=np.zeros(2, dtype=np.int64), edge_rel=graph.edge_rel,
-                   edge_types=graph.edge_type_names)
+                   edge_types=graph.edge_type_names, node_type_names=graph.node_type_names)
 
     @property
     def start(self) -> int:
@@ -187,7 +188,9 @@ class PartitionSet:
         p = int(p)
         arrays = {name[:-4]: read_npy(self.path, f"part-{p}/{name}", self.meta.files[f"part-{p}/{name}"],
                                       mmap=mmap, verify=verify) for name in self._part_files()}
-        return Part(part_id=p, book=self.book, edge_types=tuple(self.meta.edge_types or ()), **arrays)
+        nt = self.meta.node_types
+        return Part(part_id=p, book=self.book, edge_types=tuple(self.meta.edge_types or ()),
+                    node_type_names=tuple(nt.names) if nt is not None else (), **arrays)
 
     def _part_files(self) -> tuple[str, ...]:
         return PART_FILES + ((EDGE_REL_FILE,) if self.meta.edge_types is not None else ())

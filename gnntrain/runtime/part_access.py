@@ -60,7 +60,7 @@ class PartAccess:
         self.degrees = degrees
         self.node_types = node_types  # type index of every node (new numbering); None: untyped
         self.peers = peers
-        self.comm = CommCounter(rank, world)
+        self.comm = CommCounter(rank, world, node_types, part.node_type_names if node_types is not None else ())
         self.progress = Progress()
         self.local = CSRSource(part.indptr, part.indices, part.x, row_offset=self.start,
                                num_nodes=self.num_nodes, edge_rel=part.edge_rel,

@@ -26,13 +26,13 @@ class PeerServer:
         """``(counts, nbrs)``, plus ``rels`` (each edge's relation id) on a typed graph."""
         res = self.access.local.sample_neighbors(ids, fanout, replace=replace, key=key)
         reply = (res.counts, res.nbrs) if res.rels is None else (res.counts, res.nbrs, res.rels)
-        self.access.comm.add("sample", requester, wire_bytes(reply))
+        self.access.comm.add("sample", requester, wire_bytes(reply), ids=ids)
         return reply
 
     def features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
         a = self.access
         enc = encode(a.part.x[ids - a.start], dtype)
-        a.comm.add("feature", requester, wire_bytes(enc))
+        a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
         return enc
 
     def embedding_rows(self, ids: np.ndarray, version: int | None, requester: int) -> np.ndarray:

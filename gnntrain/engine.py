@@ -332,7 +332,7 @@ def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.
                       torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device),
                       deg_all[sel].to(device) if deg_all is not None else None,
                       type_all[sel].to(device) if type_all is not None else None,
-                      None if rel is None else torch.from_numpy(np.asarray(rel[lo:hi], dtype=np.int64)).to(device))
+                      None if rel is None else torch.from_numpy(np.array(rel[lo:hi], dtype=np.int64)).to(device))
         with precision.autocast():
             out = layer_fn(layer, block, h_all[sel].to(device))
         outs.append(out.to("cpu", torch.float32))

@@ -1,15 +1,19 @@
-"""Typed graphs: R-GCN test accuracy on HeCo ACM and DBLP against a full-batch PyG R-GCN.
+"""Typed graphs: R-GCN and heterogeneous GraphSAGE test accuracy on HeCo ACM and DBLP
+against a full-batch PyG R-GCN.
 
-    python -m bench.typed            # acm and dblp (datasets/acm.yaml, datasets/dblp.yaml)
-    python -m bench.typed --smoke    # a small synthetic MAG-shaped graph, few epochs
+    python -m bench.typed                   # acm and dblp (datasets/acm.yaml, datasets/dblp.yaml)
+    python -m bench.typed --smoke           # a small synthetic MAG-shaped graph, few epochs
+    python -m bench.typed --no-reference    # skip the PyG reference (22 min on DBLP, 2 cores)
 
 Per dataset, with its config's model size, epochs and split (HeCo's 20 labels per class):
 
 * ``pyg full-batch`` -- the reference: PyG ``RGCNConv`` layers (basis decomposition,
   per-relation mean, relation = (source type, destination type)) over the whole graph,
   trained in this process with the same optimizer, learning rate and epochs;
-* ``ours, 1 process`` / ``ours, 2 Ray workers`` -- ``model.arch: rgcn`` with the config's
-  sampled fanouts;
+* ``ours, R-GCN, 1 process`` / ``2 Ray workers`` / ``4 Ray workers`` -- ``model.arch: rgcn``
+  with the config's sampled fanouts, relations read from each edge's relation id;
+* ``ours, hsage, ...`` -- the same runs with ``model.arch: hsage`` (PyG
+  ``HeteroConv(SAGEConv)`` semantics);
 * ``ours, GraphSAGE (types ignored)`` -- the same graph with the built-in GraphSAGE, which
   cannot tell the relations apart.
 
@@ -35,6 +39,7 @@ import torch.nn.functional as F
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
 from bench.verdict import Check, check, conclude
 from gnntrain.config import RunConfig
+from gnntrain.models.hetero_sage import relation_dst
 from partition.graph import Graph
 
 PUBLISHED_HAN = {"acm": 85.11, "dblp": 90.16}
@@ -104,7 +109,8 @@ def ours(cfg: RunConfig, graph: Graph, workers: int) -> dict[str, Any]:
             "bytes_per_epoch": s["bytes_per_epoch_by_category"]}
 
 
-def run_dataset(name: str, smoke: bool, tag: str) -> tuple[list[dict[str, Any]], list[Check]]:
+def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
+                workers: tuple[int, ...] = (2, 4)) -> tuple[list[dict[str, Any]], list[Check]]:
     from gnntrain.data import load_dataset
     from gnntrain.runtime.cluster import ray_session
 
@@ -124,11 +130,21 @@ def run_dataset(name: str, smoke: bool, tag: str) -> tuple[list[dict[str, Any]],
         checks.append(check(f"{name} {label}: the loss goes down", res["loss_last"] < res["loss_first"],
                             f"{res['loss_first']:.3f} -> {res['loss_last']:.3f}"))
 
-    add("pyg full-batch R-GCN", pyg_reference(cfg1, graph))
-    add("ours, R-GCN, 1 process", ours(cfg1, graph, 1))
-    with ray_session(cfg1.cluster, 2):
-        cfg2 = bench_config(f"{name}.yaml", [*base, "cluster.workers=2", "partition.parts=2"], tag)
-        add("ours, R-GCN, 2 Ray workers", ours(cfg2, graph, 2))
+    types, rels = len(graph.node_type_names), len(graph.edge_type_names)
+    archs = {"R-GCN": [f"model.options={{node_types: {types}, relations: {rels}, bases: 2}}"],
+             "hsage": ["model.arch=hsage", f"model.options={{node_types: {types}, relation_dst: "
+                       f"{relation_dst(graph.node_type_names, graph.edge_type_names)}}}"]}
+    if reference:
+        add("pyg full-batch R-GCN", pyg_reference(cfg1, graph))
+    for arch, opts in archs.items():
+        add(f"ours, {arch}, 1 process", ours(bench_config(f"{name}.yaml", [
+            *base, *opts, "cluster.workers=1", "partition.parts=1"], tag), graph, 1))
+    for k in workers:
+        with ray_session(cfg1.cluster, k):
+            for arch, opts in archs.items():
+                cfg_k = bench_config(f"{name}.yaml", [*base, *opts, f"cluster.workers={k}",
+                                                      f"partition.parts={k}"], tag)
+                add(f"ours, {arch}, {k} Ray workers", ours(cfg_k, graph, k))
     sage = bench_config(f"{name}.yaml", [*base, "cluster.workers=1", "partition.parts=1",
                                          "model.arch=sage", "model.options={}"], tag)
     add("ours, GraphSAGE (types ignored)", ours(sage, graph, 1))
@@ -139,14 +155,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="a small synthetic typed graph (seconds)")
     ap.add_argument("--datasets", default="acm,dblp", help="comma-separated typed configs")
+    ap.add_argument("--no-reference", action="store_true", help="skip the PyG full-batch reference")
+    ap.add_argument("--workers", default="2,4", help="comma-separated Ray worker counts")
     args = ap.parse_args(argv)
     names = ["synthetic-hetero"] if args.smoke else [d.strip() for d in args.datasets.split(",") if d.strip()]
-    tag = "typed-smoke" if args.smoke else "typed"
+    tag = "typed-smoke" if args.smoke else "typed-" + "-".join(names)
     out: dict[str, Any] = {"machine": machine(), "argv": sys.argv[1:], "rows": [],
                            "published_han_micro_f1": PUBLISHED_HAN}
     checks: list[Check] = []
     for name in names:
-        rows, c = run_dataset(name, args.smoke, tag)
+        rows, c = run_dataset(name, args.smoke, tag, reference=not args.no_reference,
+                              workers=tuple(int(k) for k in args.workers.split(",") if k.strip()))
         out["rows"] += rows
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]

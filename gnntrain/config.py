@@ -353,7 +353,7 @@ DatasetConfig = Annotated[
 path). Build one from a mapping with :func:`parse_dataset`."""
 
 
-BUILTIN_ARCHS = ("sage", "gcn", "gat", "rgcn")
+BUILTIN_ARCHS = ("sage", "gcn", "gat", "rgcn", "hsage")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
@@ -415,7 +415,8 @@ class ModelConfig(_Frozen):
     it, see :meth:`input_dim`)."""
 
     arch: str = Field("sage", description="sage | gcn | gat | rgcn (typed graphs; options "
-                      "node_types, bases) | package.module:factory")
+                      "node_types, relations, bases) | hsage (typed; options node_types, "
+                      "relation_dst) | package.module:factory")
     hidden: int = Field(256, ge=1)
     layers: int = Field(3, ge=1)
     dropout: float = Field(0.5, ge=0.0, lt=1.0)

@@ -300,13 +300,15 @@ def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pi
 @torch.no_grad()
 def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.ndarray,
                   local_indices: np.ndarray, deg_all: Tensor | None, *, chunk: int = 8192,
-                  type_all: Tensor | None = None, precision: Precision = FP32) -> Tensor:
+                  type_all: Tensor | None = None, rel: np.ndarray | None = None,
+                  precision: Precision = FP32) -> Tensor:
     """Layer ``layer`` (the model's ``layer(i, block, h)``) for every destination row of a
     CSR, over all in-neighbours.
 
     ``h_all`` holds the previous layer's rows of every node the CSR names, in the same
     local numbering as ``local_indices`` (``deg_all`` / ``type_all`` their degrees and node
-    types when the model reads them); destination row ``r`` is local node ``r``
+    types when the model reads them; ``rel`` the CSR's per-edge relation ids on a typed
+    graph); destination row ``r`` is local node ``r``
     (owned rows come first). Rows are processed in chunks, each one block whose dst nodes
     are the chunk's rows, to bound memory. The layer runs under ``precision``'s autocast;
     the rows returned are float32 (peers read them as float32 arrays).
@@ -329,7 +331,8 @@ def layer_forward(model: torch.nn.Module, layer: int, h_all: Tensor, indptr: np.
         block = Block(edge_index.to(device), int(src_ids.size), b - a,
                       torch.from_numpy(indptr[a:b + 1].astype(np.int64) - lo).to(device),
                       deg_all[sel].to(device) if deg_all is not None else None,
-                      type_all[sel].to(device) if type_all is not None else None)
+                      type_all[sel].to(device) if type_all is not None else None,
+                      None if rel is None else torch.from_numpy(np.array(rel[lo:hi], dtype=np.int64)).to(device))
         with precision.autocast():
             out = layer_fn(layer, block, h_all[sel].to(device))
         outs.append(out.to("cpu", torch.float32))

@@ -52,6 +52,9 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
     by_cat_eval = ({c: sum(x["by_category"][c] for x in ev_comm) / len(ev_comm) for c in CATEGORIES}
                    if ev_comm else {})
     part = partition or {}
+    typed = [e["comm"]["by_node_type"] for e in epochs if "by_node_type" in e["comm"]]
+    by_type = ({c: {t: sum(x[c][t] for x in typed) / n for t in typed[0][c]} for c in typed[0]}
+               if typed else {})
     return {
         "dataset": cfg_raw.get("dataset", {}).get("name"),
         "workers": workers,
@@ -65,6 +68,7 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         "bytes_per_epoch_by_category": by_cat,
         "bytes_per_epoch_total": sum(by_cat.values()) if by_cat else 0,
         "bytes_per_evaluation_by_category": by_cat_eval,
+        "bytes_per_epoch_by_node_type": by_type,
         "remote_input_share": last.get("remote_input_share"),
         "remote_frontier_share": last.get("remote_frontier_share"),
         "cache_hit_rate": last.get("cache_hit_rate"),
@@ -95,6 +99,9 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     bc = summary["bytes_per_epoch_by_category"]
     t.add_row("bytes per epoch", f"{fmt_bytes(summary['bytes_per_epoch_total'])} = "
               + ", ".join(f"{c} {fmt_bytes(v)}" for c, v in bc.items()))
+    for c, per in (summary.get("bytes_per_epoch_by_node_type") or {}).items():
+        t.add_row(f"{c} bytes per epoch by node type",
+                  ", ".join(f"{name} {fmt_bytes(v)}" for name, v in per.items()))
     be = summary.get("bytes_per_evaluation_by_category") or {}
     if be:
         t.add_row("bytes per evaluation", f"{fmt_bytes(sum(be.values()))} = "

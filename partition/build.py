@@ -115,8 +115,14 @@ def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, n
     for split, ids in new_splits.items():
         lo, hi = np.searchsorted(ids, [s, t])
         splits[split] = ids[lo:hi]
-    return part_files(p, ren.book, indptr, indices, graph.x[owned], graph.y[owned], owned,
-                      splits, mark)
+    arrays, counts = part_files(p, ren.book, indptr, indices, graph.x[owned], graph.y[owned], owned,
+                                splits, mark)
+    if graph.edge_rel is not None:  # the relation ids travel with their edges (identity map)
+        rel = np.empty_like(indices)
+        _kernels.permute_rows(graph.indptr, graph.edge_rel, owned,
+                              np.arange(len(graph.edge_type_names), dtype=np.int64), indptr, rel)
+        arrays["edge_rel"] = rel
+    return arrays, counts
 
 
 def part_files(p: int, book: PartitionBook, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray,
@@ -196,7 +202,8 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
                counts=counts, files=w.files, steps=rec.steps,
                node_types=NodeTypeRanges(names=list(graph.node_type_names),
                                          offsets=list(graph.node_type_offsets))
-               if graph.node_type_offsets else None)
+               if graph.node_type_offsets else None,
+               edge_types=list(graph.edge_type_names) if graph.edge_rel is not None else None)
     if on_write is not None:
         on_write("meta.json")
 
@@ -205,7 +212,8 @@ def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: Pa
                num_nodes: int, num_edges: int, num_features: int, num_classes: int,
                feature_dtype: str, offsets: np.ndarray, counts: list[PartCounts],
                files: dict[str, FileEntry], steps: list[StepStat],
-               node_types: NodeTypeRanges | None = None) -> PartitionMeta:
+               node_types: NodeTypeRanges | None = None,
+               edge_types: list[str] | None = None) -> PartitionMeta:
     """Write ``meta.json`` of a set whose array files are already in ``tmp``."""
     cut = sum(c.cut_edges for c in counts)
     meta = PartitionMeta(
@@ -215,7 +223,8 @@ def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: Pa
         feature_dtype=feature_dtype, offsets=np.asarray(offsets).tolist(), parts=counts,
         edge_cut=cut, edge_cut_fraction=cut / max(num_edges, 1), files=dict(sorted(files.items())),
         steps=steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
-        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)}, node_types=node_types)
+        library={"numpy": np.__version__, "format": str(FORMAT_VERSION)}, node_types=node_types,
+        edge_types=edge_types)
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
     (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json", exclude=unset_optional(meta)),
                                               indent=1) + "\n")

@@ -68,6 +68,7 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     from gnntrain.config import HETERO_SOURCES, load_config
     from gnntrain.data import load_dataset
     from partition.render import print_comparison
+    from samplers.config import hop_fanouts
 
     args = _parser().parse_args(argv)
     overrides = list(args.set)
@@ -96,7 +97,7 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
         notes = [f"partition set reused from {pset.path}; its step times are from the build at "
                  f"{pset.meta.created_utc} (use --force to rebuild)"] if pset.reused else []
         reports.append(quality_report(
-            graph, pset.assignment(), fanouts=list(cfg.sampler.fanouts), replace=cfg.sampler.replace,
+            graph, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts), replace=cfg.sampler.replace,
             method=method, num_parts=pcfg.parts, steps=rec.steps + pset.meta.steps,
             partition_path=pset.path, notes=notes))
     reports[0].print(console)

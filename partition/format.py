@@ -26,6 +26,11 @@ place, so an interrupted run never leaves a half set under the final name. ``N``
         ├── halo_ids.npy       int64 [h_p]       remote in-neighbours (1-hop halo), sorted by new id
         └── halo_offsets.npy   int64 [k + 1]     halo_ids[halo_offsets[q]:halo_offsets[q + 1]] are owned by q
 
+A typed graph trained as one graph adds ``part-<p>/edge_rel.npy`` (int64 ``[e_p]``: the
+relation id of each stored edge, aligned with ``indices``; the names are the meta's
+``edge_types``): the relation travels with its edge, so parallel relations between the
+same node types stay apart.
+
 Renumbering: nodes are sorted by part (stable, so original order is kept inside a part);
 part ``p`` owns the contiguous new ids ``[offsets[p], offsets[p + 1])`` and the partition
 book (:class:`~partition.book.PartitionBook`) is just ``offsets``:
@@ -58,6 +63,9 @@ saw the symmetrised copy), self-loops and isolated nodes included.
 * ``node_types`` (object, only for a typed graph trained as one graph): ``names`` and
   ``offsets``, type ``names[t]`` being ORIGINAL ids ``offsets[t]:offsets[t + 1]``; absent
   otherwise (neither written nor digested, so older sets keep their digest).
+* ``edge_types`` (list of str, only for a typed graph): the relation names
+  (``"src:relation:dst"``) that ``part-<p>/edge_rel.npy`` indexes; when present every
+  part has that file. Absent otherwise, like ``node_types``.
 * ``meta_sha256`` (str): SHA-256 of this JSON without this field (sorted keys), so an
   edited ``meta.json`` is detected like an edited array file.
 """
@@ -77,7 +85,7 @@ from partition.paths import join_under
 from partition.steps import StepStat
 
 __all__ = [
-    "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts",
+    "EDGE_REL_FILE", "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts",
     "PartitionMeta",
     "file_sha256", "meta_digest", "read_npy", "write_npy",
 ]
@@ -86,6 +94,8 @@ FORMAT_VERSION = 1
 SET_FILES = ("global_degrees.npy", "new_ids.npy", "orig_ids.npy")
 PART_FILES = ("indptr.npy", "indices.npy", "x.npy", "y.npy", "train_idx.npy", "val_idx.npy",
               "test_idx.npy", "orig_ids.npy", "halo_ids.npy", "halo_offsets.npy")
+#: the per-edge relation ids, written only for a typed graph (``edge_types`` in the meta)
+EDGE_REL_FILE = "edge_rel.npy"
 _CHUNK = 16 << 20
 
 
@@ -146,13 +156,14 @@ class PartitionMeta(_Model):
     created_utc: str
     library: dict[str, str]
     node_types: NodeTypeRanges | None = None
+    edge_types: list[str] | None = None
     meta_sha256: str = ""
 
 
 def unset_optional(meta: BaseModel) -> set[str]:
     """Optional fields left unset: neither written nor digested, so sets written before
     such a field existed keep their digest."""
-    return {k for k in ("node_types",) if getattr(meta, k, 0) is None}
+    return {k for k in ("node_types", "edge_types") if getattr(meta, k, 0) is None}
 
 
 def meta_digest(meta: BaseModel) -> str:

@@ -36,7 +36,10 @@ class Graph:
 
     A typed graph made homogeneous (:func:`gnntrain.data.hetero.to_training_graph`) keeps
     its node types as contiguous id ranges: type ``node_type_names[t]`` is nodes
-    ``node_type_offsets[t]:node_type_offsets[t + 1]`` (empty for an untyped graph)."""
+    ``node_type_offsets[t]:node_type_offsets[t + 1]`` (empty for an untyped graph), and
+    its relations as a per-edge id: ``edge_rel`` (int64 ``[E]``, aligned with ``indices``)
+    is each edge's index into ``edge_type_names`` (``"src:relation:dst"``), so two
+    relations between the same pair of types stay apart (None for an untyped graph)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -50,6 +53,8 @@ class Graph:
     node_type_names: tuple[str, ...] = ()
     node_type_offsets: tuple[int, ...] = ()
     train_weight: np.ndarray | None = None
+    edge_rel: np.ndarray | None = None
+    edge_type_names: tuple[str, ...] = ()
     _hash: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -119,6 +124,9 @@ class Graph:
                 w = np.ascontiguousarray(self.train_weight)
                 h.update(b"train_weight")
                 h.update(memoryview(w.reshape(-1)).cast("B") if w.size else b"")  # type: ignore[arg-type]
+            if self.edge_rel is not None:  # typed relations: part of the graph too
+                h.update(repr(self.edge_type_names).encode())
+                h.update(np.ascontiguousarray(self.edge_rel).tobytes())
             self._hash.append(h.hexdigest()[:16])
         return self._hash[0]
 
@@ -182,6 +190,15 @@ class Graph:
             raise GraphError(f"node_type_offsets={list(off)}: expected {len(self.node_type_names) + 1} "
                              f"non-decreasing offsets from 0 to num_nodes={n}, one range per type "
                              f"{list(self.node_type_names)}")
+        if self.edge_rel is not None:
+            _check_dtype("edge_rel", self.edge_rel, np.int64, 1)
+            r = len(self.edge_type_names)
+            if self.edge_rel.shape[0] != self.num_edges:
+                raise GraphError(f"edge_rel has {self.edge_rel.shape[0]} entries, expected one per "
+                                 f"edge ({self.num_edges})")
+            if self.edge_rel.size and (self.edge_rel.min() < 0 or self.edge_rel.max() >= r):
+                raise GraphError(f"edge_rel: relation id outside [0, len(edge_type_names)={r}); "
+                                 f"edge_type_names={list(self.edge_type_names)}")
         return self
 
 

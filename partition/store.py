@@ -19,6 +19,7 @@ from partition.book import PartitionBook
 from partition.config import PartitionConfig
 from partition.errors import PartitionChecksumError, PartitionError, PartitionFormatError
 from partition.format import (
+    EDGE_REL_FILE,
     FORMAT_VERSION,
     PART_FILES,
     SET_FILES,
@@ -61,6 +62,9 @@ class Part:
     orig_ids: np.ndarray
     halo_ids: np.ndarray
     halo_offsets: np.ndarray
+    edge_rel: np.ndarray | None = None  # relation id per stored edge (typed graphs only)
+    edge_types: tuple[str, ...] = ()  # the relation names edge_rel indexes
+    node_type_names: tuple[str, ...] = ()  # type names of a typed graph (index = type id)
 
     def __post_init__(self) -> None:
         self.book.part_range(self.part_id)  # raises for a part the book does not have
@@ -81,7 +85,8 @@ class Part:
                    indices=graph.indices, x=graph.x, y=graph.y, train_idx=graph.train_idx,
                    val_idx=graph.val_idx, test_idx=graph.test_idx,
                    orig_ids=np.arange(n, dtype=np.int64), halo_ids=np.empty(0, np.int64),
-                   halo_offsets=np.zeros(2, dtype=np.int64))
+                   halo_offsets=np.zeros(2, dtype=np.int64), edge_rel=graph.edge_rel,
+                   edge_types=graph.edge_type_names, node_type_names=graph.node_type_names)
 
     @property
     def start(self) -> int:
@@ -182,8 +187,13 @@ class PartitionSet:
         self.book.part_range(p)  # refuses a part the set does not have
         p = int(p)
         arrays = {name[:-4]: read_npy(self.path, f"part-{p}/{name}", self.meta.files[f"part-{p}/{name}"],
-                                      mmap=mmap, verify=verify) for name in PART_FILES}
-        return Part(part_id=p, book=self.book, **arrays)
+                                      mmap=mmap, verify=verify) for name in self._part_files()}
+        nt = self.meta.node_types
+        return Part(part_id=p, book=self.book, edge_types=tuple(self.meta.edge_types or ()),
+                    node_type_names=tuple(nt.names) if nt is not None else (), **arrays)
+
+    def _part_files(self) -> tuple[str, ...]:
+        return PART_FILES + ((EDGE_REL_FILE,) if self.meta.edge_types is not None else ())
 
     def check_files(self, *, verify: bool = False) -> None:
         """Check that every file of the set is present with its recorded size; with
@@ -247,7 +257,8 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     if len(meta.offsets) != meta.num_parts + 1 or meta.offsets[-1] != meta.num_nodes:
         raise PartitionFormatError(f"{meta_path}: offsets do not cover {meta.num_nodes} nodes in "
                                    f"{meta.num_parts} parts; delete {root} and {rebuild}")
-    expected = set(SET_FILES) | {f"part-{p}/{name}" for p in range(meta.num_parts) for name in PART_FILES}
+    part_files = PART_FILES + ((EDGE_REL_FILE,) if meta.edge_types is not None else ())
+    expected = set(SET_FILES) | {f"part-{p}/{name}" for p in range(meta.num_parts) for name in part_files}
     if set(meta.files) != expected:
         odd = sorted(set(meta.files) ^ expected)[:5]
         raise PartitionFormatError(

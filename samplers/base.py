@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+Fanout = int | tuple[int, ...]
+"""One hop's fanout: an int for all edges, or one int per relation (index = relation id)."""
+
 
 class SamplerError(ValueError):
     """Bad input to a sampler, source or cache; the message names the argument and value."""
@@ -34,10 +37,13 @@ class Neighbors:
     ``nbrs`` int64 ``[counts.sum()]``: their **global** ids, grouped by seed in seed order
     (seed ``i``'s neighbours are ``nbrs[counts[:i].sum():counts[:i+1].sum()]``). With
     replacement a neighbour may repeat within a seed's group; without, it never does.
+    ``rels`` (optional) int64 ``[counts.sum()]``: the relation id of each sampled edge, set
+    by a source over a typed graph (aligned with ``nbrs``).
     """
 
     counts: np.ndarray
     nbrs: np.ndarray
+    rels: np.ndarray | None = None
 
 
 class GraphSource(ABC):
@@ -52,9 +58,10 @@ class GraphSource(ABC):
     weighted: bool = False
 
     @abstractmethod
-    def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool,
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool,
                          key: int) -> Neighbors:
-        """Draw up to ``fanout`` in-neighbours of each seed (``-1``: all of them).
+        """Draw up to ``fanout`` in-neighbours of each seed (``-1``: all of them); a tuple
+        gives one fanout per relation of a typed source (``0``: none of that relation).
 
         Without replacement a seed gets ``min(fanout, degree)`` distinct neighbours; with
         replacement exactly ``fanout`` (none if it has no neighbours). ``seeds`` may be a

@@ -42,6 +42,9 @@ class Block:
     * ``src_type`` (optional) int64 ``[num_src]``: node-type index of the src nodes of a
       typed graph, set by :func:`prepare` when a model needs them (R-GCN: an edge's
       relation is its (source type, destination type)); dst types are the first ``num_dst``.
+    * ``edge_rel`` (optional) int64 ``[E]``: relation id of each edge (aligned with
+      ``edge_index``), set by the sampler over a typed graph, so two relations between the
+      same node types stay distinct.
     """
 
     edge_index: torch.Tensor
@@ -50,6 +53,7 @@ class Block:
     indptr: torch.Tensor | None = None
     src_deg: torch.Tensor | None = None
     src_type: torch.Tensor | None = None
+    edge_rel: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -73,14 +77,15 @@ class Block:
             return None if t is None else t.to(device, non_blocking=non_blocking)
 
         return Block(self.edge_index.to(device, non_blocking=non_blocking), self.num_src,
-                     self.num_dst, move(self.indptr), move(self.src_deg), move(self.src_type))
+                     self.num_dst, move(self.indptr), move(self.src_deg), move(self.src_type),
+                     move(self.edge_rel))
 
     def pin_memory(self) -> Block:
         def pin(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t.pin_memory()
 
         return Block(self.edge_index.pin_memory(), self.num_src, self.num_dst, pin(self.indptr),
-                     pin(self.src_deg), pin(self.src_type))
+                     pin(self.src_deg), pin(self.src_type), pin(self.edge_rel))
 
 
 @dataclass
@@ -160,7 +165,8 @@ def prepare(batch: SampledBatch, x: np.ndarray | torch.Tensor, y: torch.Tensor |
     blocks = batch.blocks
     if d is not None or t is not None:
         blocks = [Block(b.edge_index, b.num_src, b.num_dst, b.indptr,
-                        None if d is None else d[:b.num_src], None if t is None else t[:b.num_src])
+                        None if d is None else d[:b.num_src], None if t is None else t[:b.num_src],
+                        b.edge_rel)
                   for b in blocks]
     return PreparedBatch(_as_tensor(x), _as_tensor(y), blocks, batch.seeds)
 

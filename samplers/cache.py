@@ -28,7 +28,7 @@ import numpy as np
 
 from samplers import _cache_kernels as CK
 from samplers import _kernels as K
-from samplers.base import GraphSource, Neighbors, SamplerError
+from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
 from samplers.config import CacheConfig
 from samplers.local import check_ids
 from samplers.neighbor import NeighborSampler
@@ -375,7 +375,7 @@ class CachedSource(GraphSource):
         self.num_nodes = inner.num_nodes
         self.weighted = inner.weighted
 
-    def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool,
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool,
                          key: int) -> Neighbors:
         return self.inner.sample_neighbors(seeds, fanout, replace=replace, key=key)
 

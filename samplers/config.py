@@ -19,12 +19,21 @@ class CacheConfig(BaseModel):
     presample_epochs: int = Field(1, ge=1)
 
 
+def _default_fanouts() -> list[int | dict[str, int]]:
+    return [15, 10, 5]
+
+
 class SamplerConfig(BaseModel):
-    """Fanout neighbour sampling. ``fanouts[0]`` is the hop next to the seeds (PyG order)."""
+    """Fanout neighbour sampling. ``fanouts[0]`` is the hop next to the seeds (PyG order).
+
+    On a typed graph a hop may instead map relation names to fanouts (DGL's
+    ``{etype: fanout}``): ``{"paper:cites:paper": 10, "author:writes:paper": 5, ...}`` (or
+    the bare relation name where it is unique), every relation named, ``-1`` for all of its
+    edges, ``0`` for none; :func:`resolve_fanouts` checks the names against the graph."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    fanouts: list[int] = Field(default_factory=lambda: [15, 10, 5])
+    fanouts: list[int | dict[str, int]] = Field(default_factory=lambda: _default_fanouts())
     batch_size: int = 1024
     replace: bool = False
     weighted: bool = False
@@ -35,11 +44,21 @@ class SamplerConfig(BaseModel):
 
     @field_validator("fanouts")
     @classmethod
-    def _fanouts(cls, v: list[int]) -> list[int]:
+    def _fanouts(cls, v: list[int | dict[str, int]]) -> list[int | dict[str, int]]:
         if not v:
             raise ValueError("fanouts is empty: give one fanout per layer, e.g. [15, 10, 5]")
         for i, f in enumerate(v):
-            if f == 0 or f < -1:
+            if isinstance(f, dict):
+                if not f:
+                    raise ValueError(f"fanouts[{i}]={{}}: name every relation with its fanout")
+                for rel, n in f.items():
+                    if n < -1:
+                        raise ValueError(f"fanouts[{i}][{rel!r}]={n}: a relation's fanout must be "
+                                         ">= 0, or -1 for all its edges")
+                if not any(f.values()):
+                    raise ValueError(f"fanouts[{i}]={f}: at least one relation needs a fanout "
+                                     ">= 1 or -1")
+            elif f == 0 or f < -1:
                 raise ValueError(f"fanouts[{i}]={f}: each fanout must be >= 1, or -1 for all neighbours")
         return v
 
@@ -49,3 +68,44 @@ class SamplerConfig(BaseModel):
         if v <= 0:
             raise ValueError(f"batch_size={v}: must be >= 1")
         return v
+
+
+def resolve_fanouts(fanouts: list[int | dict[str, int]], relations: list[str] | tuple[str, ...]
+                    ) -> list[int | tuple[int, ...]]:
+    """``sampler.fanouts`` for a graph with ``relations`` (``"src:relation:dst"`` names, in
+    relation-id order; empty for an untyped graph): an int stays an int, a mapping becomes
+    one fanout per relation id. A mapping key is a full name or a relation name that is
+    unique in the graph; an unknown or ambiguous key, a relation left out, or a mapping on
+    an untyped graph raises ``ValueError`` naming the field, the key and the names allowed."""
+    out: list[int | tuple[int, ...]] = []
+    for i, f in enumerate(fanouts):
+        if not isinstance(f, dict):
+            out.append(int(f))
+            continue
+        if not relations:
+            raise ValueError(f"sampler.fanouts[{i}]={f}: per-relation fanouts need a typed graph; "
+                             "this graph is untyped, give an int")
+        short = [r.split(":")[1] if r.count(":") == 2 else r for r in relations]
+        per: dict[int, int] = {}
+        for key, n in f.items():
+            ids = [j for j, r in enumerate(relations) if r == key] or \
+                  [j for j, r in enumerate(short) if r == key]
+            if len(ids) != 1:
+                why = "names more than one relation" if ids else "is not a relation of this graph"
+                raise ValueError(f"sampler.fanouts[{i}]: key {key!r} {why}; relations: {list(relations)}")
+            if ids[0] in per:
+                raise ValueError(f"sampler.fanouts[{i}]: relation {relations[ids[0]]!r} is named twice")
+            per[ids[0]] = int(n)
+        missing = [relations[j] for j in range(len(relations)) if j not in per]
+        if missing:
+            raise ValueError(f"sampler.fanouts[{i}]: no fanout for relations {missing}; name every "
+                             "relation (0 skips one, -1 takes all its edges)")
+        out.append(tuple(per[j] for j in range(len(relations))))
+    return out
+
+
+def hop_fanouts(fanouts: list[int | dict[str, int]]) -> list[int]:
+    """One int per hop (a mapping counts as the sum of its fanouts, -1 if any is -1): what
+    an untyped estimate such as the partition report's remote share can use."""
+    return [f if isinstance(f, int) else (-1 if -1 in f.values() else sum(f.values()))
+            for f in fanouts]

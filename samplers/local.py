@@ -6,7 +6,7 @@ import numpy as np
 
 from partition.graph import Graph
 from samplers import _kernels as K
-from samplers.base import GraphSource, Neighbors, SamplerError
+from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
 
 
 def check_ids(ids: np.ndarray, lo: int, hi: int, what: str) -> np.ndarray:
@@ -25,11 +25,24 @@ def check_ids(ids: np.ndarray, lo: int, hi: int, what: str) -> np.ndarray:
     return arr
 
 
-def check_fanout(fanout: int, what: str = "fanout") -> int:
+def check_fanout(fanout: Fanout, what: str = "fanout") -> Fanout:
+    """An int fanout (>= 1, or -1 for all), or a tuple of one per relation (>= 0, or -1;
+    at least one non-zero)."""
+    if isinstance(fanout, tuple):
+        per = tuple(_check_one(f, f"{what}[{r}]", zero=True) for r, f in enumerate(fanout))
+        if not per or not any(per):
+            raise SamplerError(f"{what}={fanout!r}: a per-relation fanout needs at least one "
+                               "relation with a fanout >= 1 or -1")
+        return per
+    return _check_one(fanout, what, zero=False)
+
+
+def _check_one(fanout: object, what: str, *, zero: bool) -> int:
+    least = "0" if zero else "1"
     if isinstance(fanout, bool) or not isinstance(fanout, int | np.integer):
-        raise SamplerError(f"{what}={fanout!r}: expected an int >= 1, or -1 for all neighbours")
-    if fanout == 0 or fanout < -1:
-        raise SamplerError(f"{what}={fanout}: must be >= 1, or -1 for all neighbours")
+        raise SamplerError(f"{what}={fanout!r}: expected an int >= {least}, or -1 for all neighbours")
+    if (fanout == 0 and not zero) or fanout < -1:
+        raise SamplerError(f"{what}={fanout}: must be >= {least}, or -1 for all neighbours")
     return int(fanout)
 
 
@@ -40,11 +53,17 @@ class CSRSource(GraphSource):
     passed to :meth:`sample_neighbors` and ids passed to :meth:`read_features` must lie in
     ``[row_offset, row_offset + n_rows)``. ``x`` (optional) holds the owned rows' features.
     ``edge_weight`` (optional, non-negative, one per edge) makes sampling edge-weighted.
+    ``edge_rel`` (optional, one relation id in ``[0, num_relations)`` per edge) makes the
+    source typed: every answer carries each sampled edge's relation (``Neighbors.rels``),
+    and a hop may give one fanout per relation. An int fanout draws exactly what the untyped
+    source draws; a per-relation fanout draws relation ``r``'s edges of node ``v`` from a
+    stream keyed by ``(key, r, v)``, so the determinism contract holds per relation.
     """
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray | None = None, *,
                  row_offset: int = 0, num_nodes: int | None = None,
-                 edge_weight: np.ndarray | None = None) -> None:
+                 edge_weight: np.ndarray | None = None, edge_rel: np.ndarray | None = None,
+                 num_relations: int = 0) -> None:
         indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         indices = np.ascontiguousarray(indices, dtype=np.int64)
         if indptr.ndim != 1 or indptr.size < 1:
@@ -86,35 +105,106 @@ class CSRSource(GraphSource):
             self.edge_weight = w
             self._cumw, self._pos_deg = K.row_cumsum(indptr, w)
             self.weighted = True
+        self.edge_rel: np.ndarray | None = None
+        self.num_relations = 0
+        self._pos: np.ndarray | None = None  # arange(E), built on first typed draw
+        self._by_rel: list[tuple[np.ndarray, np.ndarray]] = []
+        if edge_rel is not None:
+            rel = np.asarray(edge_rel)
+            if rel.shape != indices.shape or (rel.size and not np.issubdtype(rel.dtype, np.integer)):
+                raise SamplerError(f"edge_rel: expected one integer relation id per edge, shape "
+                                   f"({indices.size},), got {rel.dtype} {rel.shape}")
+            if num_relations < 1 or (rel.size and (rel.min() < 0 or rel.max() >= num_relations)):
+                raise SamplerError(f"edge_rel: relation ids must lie in [0, num_relations="
+                                   f"{num_relations})")
+            self.edge_rel = rel
+            self.num_relations = int(num_relations)
 
     @classmethod
     def from_graph(cls, g: Graph, *, edge_weight: np.ndarray | None = None) -> CSRSource:
-        """The whole graph ``g`` with its features."""
-        return cls(g.indptr, g.indices, g.x, edge_weight=edge_weight)
+        """The whole graph ``g`` with its features (and relation ids when it is typed)."""
+        return cls(g.indptr, g.indices, g.x, edge_weight=edge_weight, edge_rel=g.edge_rel,
+                   num_relations=len(g.edge_type_names))
 
     def in_degrees(self) -> np.ndarray:
         """In-degree of every owned row, int64 ``[n_rows]``."""
         return np.diff(self.indptr)
 
-    def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool,
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool,
                          key: int) -> Neighbors:
         fanout = check_fanout(fanout)
         seeds = check_ids(seeds, self.row_offset, self.row_offset + self.n_rows, "seeds")
+        if isinstance(fanout, tuple):
+            return self._sample_per_relation(seeds, fanout, replace, key)
+        if self.edge_rel is None:
+            return self._draw(self.indptr, self.indices, seeds, fanout, replace, key, self.weighted)
+        # typed: draw edge positions (the same draw), then read neighbour and relation
+        pos = self._draw(self.indptr, self._positions(), seeds, fanout, replace, key, self.weighted)
+        return Neighbors(counts=pos.counts, nbrs=self.indices[pos.nbrs],
+                         rels=np.asarray(self.edge_rel[pos.nbrs], dtype=np.int64))
+
+    def _draw(self, indptr: np.ndarray, values: np.ndarray, seeds: np.ndarray, fanout: int,
+              replace: bool, key: int, weighted: bool) -> Neighbors:
+        """The uniform (or weighted) kernel over one CSR whose entries are ``values``."""
         off = np.int64(self.row_offset)
-        counts = K.sample_counts(self.indptr, self._pos_deg, seeds, off, np.int64(fanout),
-                                 bool(replace), self.weighted)
+        counts = K.sample_counts(indptr, self._pos_deg, seeds, off, np.int64(fanout),
+                                 bool(replace), weighted)
         offsets = np.zeros(seeds.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         out = np.empty(int(offsets[-1]), dtype=np.int64)
         k = np.uint64(int(key) & ((1 << 64) - 1))
-        if self.weighted:
+        if weighted:
             assert self.edge_weight is not None
-            K.sample_weighted(self.indptr, self.indices, self.edge_weight, self._cumw, seeds,
+            K.sample_weighted(indptr, values, self.edge_weight, self._cumw, seeds,
                               off, np.int64(fanout), bool(replace), k, offsets, out)
         else:
-            K.sample_uniform(self.indptr, self.indices, seeds, off, np.int64(fanout),
+            K.sample_uniform(indptr, values, seeds, off, np.int64(fanout),
                              bool(replace), k, offsets, out)
         return Neighbors(counts=counts, nbrs=out)
+
+    def _positions(self) -> np.ndarray:
+        if self._pos is None:
+            self._pos = np.arange(self.indices.size, dtype=np.int64)
+        return self._pos
+
+    def _relation_csrs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per relation: ``(indptr over the rows, edge positions of that relation)``, built
+        once (``E`` positions and ``R x (n_rows + 1)`` offsets in all)."""
+        if not self._by_rel:
+            assert self.edge_rel is not None
+            rel = np.asarray(self.edge_rel, dtype=np.int64)
+            row = np.repeat(np.arange(self.n_rows, dtype=np.int64), np.diff(self.indptr))
+            order = np.argsort(rel, kind="stable")  # by relation, rows in order inside each
+            cuts = np.searchsorted(rel[order], np.arange(self.num_relations + 1))
+            built = []
+            for r in range(self.num_relations):
+                pos = order[cuts[r]:cuts[r + 1]]
+                ptr = np.zeros(self.n_rows + 1, dtype=np.int64)
+                np.cumsum(np.bincount(row[pos], minlength=self.n_rows), out=ptr[1:])
+                built.append((pos, ptr))
+            self._by_rel = built  # one assignment: safe when sampler threads race here
+        return self._by_rel
+
+    def _sample_per_relation(self, seeds: np.ndarray, fanout: tuple[int, ...], replace: bool,
+                             key: int) -> Neighbors:
+        if self.edge_rel is None or len(fanout) != self.num_relations:
+            raise SamplerError(f"fanout={fanout!r}: a per-relation fanout needs a typed source "
+                               f"with that many relations (this one has {self.num_relations})")
+        if self.weighted:
+            raise SamplerError("fanout: per-relation fanouts do not combine with edge weights")
+        rows, picks = [], []
+        for r, (pos, ptr) in enumerate(self._relation_csrs()):
+            if fanout[r] == 0:
+                continue
+            got = self._draw(ptr, pos, seeds, fanout[r], replace, K.mix_key(key, 0x4E1, r), False)
+            rows.append(np.repeat(np.arange(seeds.size, dtype=np.int64), got.counts))
+            picks.append(got.nbrs)
+        row_all = np.concatenate(rows) if rows else np.empty(0, np.int64)
+        order = np.argsort(row_all, kind="stable")  # per seed, relations in id order
+        pos_all = (np.concatenate(picks) if picks else np.empty(0, np.int64))[order]
+        counts = np.bincount(row_all, minlength=seeds.size).astype(np.int64)
+        return Neighbors(counts=counts, nbrs=self.indices[pos_all],
+                         rels=np.asarray(self.edge_rel[pos_all], dtype=np.int64))
 
     def read_features(self, ids: np.ndarray) -> np.ndarray:
         if self.x is None:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from samplers import _kernels as K
-from samplers.base import GraphSource, SamplerError
+from samplers.base import Fanout, GraphSource, SamplerError
 from samplers.batch import Block, SampledBatch
 from samplers.config import SamplerConfig
 from samplers.local import check_fanout, check_ids
@@ -69,12 +69,15 @@ class NeighborSampler:
     """Sample ``len(fanouts)`` hops around seed nodes of a :class:`GraphSource`.
 
     ``fanouts[0]`` is the hop next to the seeds (PyG order); ``-1`` takes all neighbours.
+    A hop's fanout may be a tuple with one entry per relation of a typed source (DGL's
+    ``{etype: fanout}``, resolved to relation ids); blocks of a typed source carry each
+    edge's relation (``Block.edge_rel``).
     ``replace`` draws with replacement; ``weighted`` requires a source that samples by edge
     weight (``source.weighted``). Batches are deterministic given ``key`` (see the
     determinism contract in :mod:`samplers.base`).
     """
 
-    def __init__(self, source: GraphSource, fanouts: list[int], *, replace: bool = False,
+    def __init__(self, source: GraphSource, fanouts: list[Fanout], *, replace: bool = False,
                  weighted: bool = False,
                  relabel: Literal["auto", "dense", "hash"] = "auto") -> None:
         if not isinstance(source, GraphSource):
@@ -100,7 +103,8 @@ class NeighborSampler:
     @classmethod
     def from_config(cls, source: GraphSource, cfg: SamplerConfig) -> NeighborSampler:
         """The sampler a ``sampler:`` config section describes."""
-        return cls(source, list(cfg.fanouts), replace=cfg.replace, weighted=cfg.weighted)
+        return cls(source, list(cfg.fanouts), replace=cfg.replace,  # type: ignore[arg-type]
+                   weighted=cfg.weighted)
 
     def _scratch(self) -> _Scratch:
         s: _Scratch | None = getattr(self._tls, "scratch", None)
@@ -139,9 +143,10 @@ class NeighborSampler:
                                                   key=K.mix_key(key, hop))
                 counts = np.ascontiguousarray(nb.counts, dtype=np.int64)
                 nbrs = np.ascontiguousarray(nb.nbrs, dtype=np.int64)
+                rels = None if nb.rels is None else np.ascontiguousarray(nb.rels, dtype=np.int64)
                 self._check_neighbors(counts, nbrs, n_dst)
                 if banned is not None and nbrs.size:
-                    counts, nbrs = self._drop(banned, sc.nodes[:n_dst], counts, nbrs)
+                    counts, nbrs, rels = self._drop(banned, sc.nodes[:n_dst], counts, nbrs, rels)
                 sc.reserve(n_nodes, min(nbrs.size, self.num_nodes - n_nodes))
                 if sc.dense:
                     ei, nn = K.relabel_dense(nbrs, counts, sc.local, sc.nodes, np.int64(n_nodes))
@@ -152,7 +157,8 @@ class NeighborSampler:
                 indptr = np.zeros(n_dst + 1, dtype=np.int64)
                 np.cumsum(counts, out=indptr[1:])
                 blocks.append(Block(torch.from_numpy(ei), num_src=n_nodes, num_dst=n_dst,
-                                    indptr=torch.from_numpy(indptr)))
+                                    indptr=torch.from_numpy(indptr),
+                                    edge_rel=None if rels is None else torch.from_numpy(rels)))
                 total += int(nbrs.size)
             input_nodes = sc.nodes[:n_nodes].copy()
         finally:
@@ -172,16 +178,17 @@ class NeighborSampler:
         return np.sort(ex[:, 1] * np.int64(self.num_nodes) + ex[:, 0])
 
     def _drop(self, banned: np.ndarray, dst_nodes: np.ndarray, counts: np.ndarray,
-              nbrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              nbrs: np.ndarray, rels: np.ndarray | None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The sampled neighbours without the edges whose key is in ``banned``."""
         row = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
         key = dst_nodes[row] * np.int64(self.num_nodes) + nbrs
         pos = np.minimum(np.searchsorted(banned, key), banned.size - 1)
         keep = banned[pos] != key
         if keep.all():
-            return counts, nbrs
+            return counts, nbrs, rels
         return (np.bincount(row[keep], minlength=counts.size).astype(np.int64),
-                np.ascontiguousarray(nbrs[keep]))
+                np.ascontiguousarray(nbrs[keep]), None if rels is None else rels[keep])
 
     def _check_neighbors(self, counts: np.ndarray, nbrs: np.ndarray, n_dst: int) -> None:
         """A source's answer must match its question (ids are then fed to unchecked kernels)."""

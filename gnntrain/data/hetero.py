@@ -31,8 +31,8 @@ from gnntrain.data.errors import DataError
 from partition.graph import Graph, GraphError
 from partition.hetero_graph import EdgeType, HeteroGraph
 
-__all__ = ["from_dgl_hetero", "from_pyg_hetero", "load_hetero", "to_dgl_hetero", "to_pyg_hetero",
-           "to_training_graph"]
+__all__ = ["from_dgl_hetero", "from_pyg_hetero", "load_hetero", "relation_names", "to_dgl_hetero",
+           "to_pyg_hetero", "to_training_graph"]
 
 
 def to_training_graph(graph: HeteroGraph) -> Graph:
@@ -40,8 +40,10 @@ def to_training_graph(graph: HeteroGraph) -> Graph:
     space, types kept as id ranges). Node ``(t, i)`` becomes ``offset_t + i``
     (:meth:`HeteroGraph.homogenise`), every relation's edges go into one in-neighbour CSR,
     and ``node_type_names`` / ``node_type_offsets`` record the ranges, so a typed model
-    (``model.arch: rgcn``) reads each node's type and each edge's relation (its source and
-    destination types). Features are zero-padded to the widest type (a type without
+    (``model.arch: rgcn``) reads each node's type. Each edge keeps its relation id
+    (``edge_rel``, an index into ``edge_type_names``, named ``"src:relation:dst"``), so two
+    relations between the same types (``paper-cites-paper`` and its generated reverse) stay
+    distinct in the partition, the sampled blocks and the model. Features are zero-padded to the widest type (a type without
     features gets zero rows: give it ``model.node_embedding``); labels and splits are the
     target type's, other nodes carry label 0 and are in no split."""
     hom = graph.homogenise()
@@ -58,7 +60,13 @@ def to_training_graph(graph: HeteroGraph) -> Graph:
                  train_idx=graph.split_idx("train") + base, val_idx=graph.split_idx("val") + base,
                  test_idx=graph.split_idx("test") + base, num_classes=graph.num_classes,
                  name=graph.name, node_type_names=tuple(hom.node_types),
-                 node_type_offsets=tuple(int(o) for o in hom.type_offsets)).validate()
+                 node_type_offsets=tuple(int(o) for o in hom.type_offsets),
+                 edge_rel=hom.edge_rel, edge_type_names=tuple(relation_names(hom.edge_types))).validate()
+
+
+def relation_names(edge_types: list[EdgeType]) -> list[str]:
+    """The names relations go by in configs and reports: ``"src:relation:dst"``."""
+    return [":".join(et) for et in edge_types]
 
 
 def load_hetero(cfg: DatasetConfig) -> HeteroGraph:

@@ -150,6 +150,8 @@ BUILTIN: dict[str, Callable[[int, int, ModelConfig], nn.Module]] = {
     name: _builtin(name) for name in ("sage", "gcn", "gat")}
 """``model.arch`` names of the built-in models and their factories."""
 
+from gnntrain.models.hetero_sage import hsage  # noqa: E402
 from gnntrain.models.typed import rgcn  # noqa: E402 - typed.py builds on spmm above
 
 BUILTIN["rgcn"] = rgcn
+BUILTIN["hsage"] = hsage

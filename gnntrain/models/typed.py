@@ -2,9 +2,11 @@
 
 A typed graph trains as one graph whose node types are id ranges
 (:func:`gnntrain.data.hetero.to_training_graph`); its blocks carry each src node's type
-(``Block.src_type``, the model says ``needs_node_types``). An edge's relation is
-``(source type, destination type)``, so the relations of a graph with ``T`` node types are
-the ``T x T`` type pairs (a pair without edges costs only its basis coefficients).
+(``Block.src_type``, the model says ``needs_node_types``) and each edge's relation id
+(``Block.edge_rel``), so two relations between the same types (``cites`` and its
+generated reverse ``rev_cites`` on ``paper -> paper``) get their own weights. Without
+``relations`` (see below) an edge's relation is its ``(source type, destination type)``
+pair, the ``T x T`` pairs of a graph with ``T`` node types.
 
 Layer (Schlichtkrull et al. 2018, basis decomposition)::
 
@@ -17,7 +19,9 @@ mixed into one sum per basis with ``a[r, b]`` and projected by ``V_b``, so no
 ``[edges, width]`` tensor is built.
 
 Options (``model.options``): ``node_types`` (required: the graph's number of node types;
-a graph with more is refused before training) and ``bases`` (default 2).
+a graph with more is refused before training), ``relations`` (the graph's number of
+relations: use the edges' relation ids; 0, the default, uses type pairs) and ``bases``
+(default 2).
 """
 
 from __future__ import annotations
@@ -33,17 +37,32 @@ from gnntrain.models.protocol import LayerwiseModel
 from gnntrain.ops import relu_dropout
 from samplers.batch import Block
 
-_OPTIONS = {"node_types", "bases"}
+_OPTIONS = {"node_types", "relations", "bases"}
+
+
+def edge_relations(block: Block, num_types: int, num_relations: int) -> Tensor:
+    """Each edge's relation index: ``Block.edge_rel`` when the model has ``num_relations``,
+    else the ``(source type, destination type)`` pair as ``t_src * num_types + t_dst``."""
+    if num_relations:
+        if block.edge_rel is None:
+            raise ValueError("model.options.relations is set but the block carries no relation ids "
+                             "(Block.edge_rel); train on a typed dataset")
+        return block.edge_rel
+    assert block.src_type is not None
+    t_src = block.src_type
+    return t_src[block.edge_index[0]] * num_types + t_src[:block.num_dst][block.edge_index[1]]
 
 
 class RGCNLayer(nn.Module):
     """One R-GCN layer over a typed block (see the module docstring)."""
 
-    def __init__(self, in_dim: int, out_dim: int, num_types: int, bases: int) -> None:
+    def __init__(self, in_dim: int, out_dim: int, num_types: int, bases: int,
+                 num_relations: int = 0) -> None:
         super().__init__()
         self.num_types = num_types
+        self.num_relations = num_relations
         self.bases = nn.Parameter(torch.empty(bases, in_dim, out_dim))
-        self.coeff = nn.Parameter(torch.empty(num_types * num_types, bases))
+        self.coeff = nn.Parameter(torch.empty(num_relations or num_types * num_types, bases))
         self.root = nn.Parameter(torch.empty(num_types, in_dim, out_dim))
         self.bias = nn.Parameter(torch.zeros(num_types, out_dim))
         nn.init.xavier_uniform_(self.bases)
@@ -57,8 +76,8 @@ class RGCNLayer(nn.Module):
         t_src = block.src_type
         t_dst = t_src[:block.num_dst]
         src, dst = block.edge_index[0], block.edge_index[1]
-        n_rel = self.num_types * self.num_types
-        rel = t_src[src] * self.num_types + t_dst[dst]
+        n_rel = int(self.coeff.shape[0])
+        rel = edge_relations(block, self.num_types, self.num_relations)
         key = dst * n_rel + rel
         mean = 1.0 / torch.bincount(key, minlength=block.num_dst * n_rel)[key].to(h.dtype)
         # per relation present: the neighbour mean, mixed into one sum per basis
@@ -99,11 +118,16 @@ class RGCN(LayerwiseModel):
         bases = opts.get("bases", 2)
         if not isinstance(bases, int) or bases < 1:
             raise ValueError(f"model.options.bases={bases!r}: must be an integer >= 1")
+        rels = opts.get("relations", 0)
+        if isinstance(rels, bool) or not isinstance(rels, int) or rels < 0:
+            raise ValueError(f"model.options.relations={rels!r}: must be an integer >= 0 (the "
+                             "graph's number of relations; 0 uses node-type pairs)")
+        self.num_relations = rels
         self.num_node_types = int(opts["node_types"])
         self.num_layers = cfg.layers
         self.dropout = cfg.dropout
         dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(RGCNLayer(dims[i], dims[i + 1], self.num_node_types, bases)
+        self.convs = nn.ModuleList(RGCNLayer(dims[i], dims[i + 1], self.num_node_types, bases, rels)
                                    for i in range(cfg.layers))
 
     def layer(self, i: int, block: Block, h: Tensor) -> Tensor:

@@ -24,6 +24,12 @@ and replies from each worker), and for a learnable node embedding ``embedding`` 
 ids out, table rows back) and ``embedding_grad`` (row ids and their gradients out to
 the owner, its empty reply back). Gradient bytes are *computed* from the ring all-reduce
 formula (gloo does not expose its wire bytes) and the report labels them so.
+
+On a typed graph the ``sample`` and ``feature`` bytes are also broken down by node type
+(``by_node_type``): each message's counted bytes are split over the node types of the ids
+it carries (the frontier nodes asked about, the rows asked for; a reply goes with its
+request's ids), in proportion to their number, rounded so that the parts add up to the
+message exactly. Per category, the types' bytes therefore sum to the category's bytes.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from typing import Any
 import numpy as np
 
 CATEGORIES = ("sample", "feature", "eval", "gradient", "control", "embedding", "embedding_grad")
+TYPED_CATEGORIES = ("sample", "feature")
+"""Categories whose bytes a typed graph breaks down by node type."""
 
 COUNTING_RULE = ("Ray's serialised size of every argument of a request and of every reply "
                  "(total_bytes + metadata of its serialization context: pickled structure and "
@@ -69,26 +77,54 @@ class CommCounter:
 
     rank: int
     world: int
+    node_types: np.ndarray | None = None  # type index of every node (typed graphs)
+    type_names: tuple[str, ...] = ()
     bytes: np.ndarray = field(init=False)
     messages: np.ndarray = field(init=False)
+    type_bytes: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()  # serving threads and the training thread both count
         self.bytes = np.zeros((len(CATEGORIES), self.world), dtype=np.int64)
         self.messages = np.zeros((len(CATEGORIES), self.world), dtype=np.int64)
+        self.type_bytes = np.zeros((len(TYPED_CATEGORIES), len(self.type_names)), dtype=np.int64)
 
-    def add(self, category: str, dst: int, nbytes: int, messages: int = 1) -> None:
+    def add(self, category: str, dst: int, nbytes: int, messages: int = 1,
+            ids: np.ndarray | None = None) -> None:
+        """Count ``nbytes`` sent to ``dst``; ``ids`` (the node ids the message is about)
+        splits them by node type on a typed graph (see the module docstring)."""
         c = CATEGORIES.index(category)
+        split = self._split(nbytes, ids) if category in TYPED_CATEGORIES else None
         with self._lock:
             self.bytes[c, dst] += nbytes
             self.messages[c, dst] += messages
+            if split is not None:
+                self.type_bytes[TYPED_CATEGORIES.index(category)] += split
+
+    def _split(self, nbytes: int, ids: np.ndarray | None) -> np.ndarray | None:
+        """``nbytes`` over the node types of ``ids`` in proportion to their count, by largest
+        remainder (the parts sum to ``nbytes`` exactly)."""
+        if self.node_types is None or not self.type_names:
+            return None
+        k = len(self.type_names)
+        if ids is None or np.asarray(ids).size == 0:
+            raise ValueError("a typed graph's sample/feature message must name the ids it carries")
+        count = np.bincount(np.asarray(self.node_types[np.asarray(ids)], dtype=np.int64), minlength=k)
+        exact = nbytes * count / count.sum()
+        part = np.floor(exact).astype(np.int64)
+        rest = int(nbytes - part.sum())
+        if rest:
+            part[np.argsort(part - exact, kind="stable")[:rest]] += 1
+        return part
 
     def add_requests(self, category: str, call: str, requests: Mapping[int, Any], *args: Any) -> None:
         """One request per owner, counted as sent: Ray serialises the call name, the owner's
-        payload (a tuple is several arguments), ``args`` and this worker's rank."""
+        payload (a tuple is several arguments), ``args`` and this worker's rank. An array
+        payload is the ids the request is about (the per-type split)."""
         for dst, payload in requests.items():
             own = payload if isinstance(payload, tuple) else (payload,)
-            self.add(category, dst, wire_bytes(call, *own, *args, self.rank))
+            ids = payload if isinstance(payload, np.ndarray) else None
+            self.add(category, dst, wire_bytes(call, *own, *args, self.rank), ids=ids)
 
     def add_gradient(self, nbytes: int) -> None:
         """Ring all-reduce: each worker sends to its successor in the ring."""
@@ -100,8 +136,12 @@ class CommCounter:
         """The counts since the last call, then reset (one snapshot per epoch)."""
         with self._lock:
             out = {"rank": self.rank, "bytes": self.bytes.tolist(), "messages": self.messages.tolist()}
+            if self.type_names:
+                out["type_names"] = list(self.type_names)
+                out["type_bytes"] = self.type_bytes.tolist()
             self.bytes[:] = 0
             self.messages[:] = 0
+            self.type_bytes[:] = 0
         return out
 
 
@@ -109,10 +149,15 @@ def summarise(snapshots: list[dict[str, Any]], world: int) -> dict[str, Any]:
     """Combine every worker's snapshot into totals, per-category and the k x k matrix."""
     b = np.zeros((len(CATEGORIES), world, world), dtype=np.int64)
     m = np.zeros_like(b)
+    by_type: dict[str, dict[str, int]] = {}
     for s in snapshots:
         b[:, s["rank"], :] += np.asarray(s["bytes"], dtype=np.int64)
         m[:, s["rank"], :] += np.asarray(s["messages"], dtype=np.int64)
-    return {
+        for i, c in enumerate(TYPED_CATEGORIES) if "type_bytes" in s else ():
+            row = by_type.setdefault(c, dict.fromkeys(s["type_names"], 0))
+            for t, v in zip(s["type_names"], s["type_bytes"][i], strict=True):
+                row[t] += int(v)
+    out = {
         "total_bytes": int(b.sum()),
         "by_category": {c: int(b[i].sum()) for i, c in enumerate(CATEGORIES)},
         "messages_by_category": {c: int(m[i].sum()) for i, c in enumerate(CATEGORIES)},
@@ -122,3 +167,6 @@ def summarise(snapshots: list[dict[str, Any]], world: int) -> dict[str, Any]:
         "bytes_are": COUNTING_RULE,
         "gradient_bytes_are": "computed (ring all-reduce formula 2(k-1)/k x buffer per worker)",
     }
+    if by_type:
+        out["by_node_type"] = by_type
+    return out

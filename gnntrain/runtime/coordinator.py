@@ -37,6 +37,7 @@ from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
 from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
+from samplers.config import hop_fanouts, resolve_fanouts
 
 if TYPE_CHECKING:
     from gnntrain.runtime.placement import Move
@@ -78,6 +79,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     probe = build_model(spec, cfg.model, in_dim, out_dim, cfg.train.seed)
     if graph is not None:  # a chunked graph is untyped
         check_typed(probe, graph)
+        resolve_fanouts(cfg.sampler.fanouts, graph.edge_type_names)  # names checked before work
     task.check_setup(probe, layerwise_eval=has_layerwise(probe) and cfg.train.eval == "full")
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
@@ -157,6 +159,11 @@ def check_typed(model: Any, graph: Graph) -> None:
     if have < types:
         raise ValueError(f"model.options.node_types={have} but dataset {graph.name!r} has {types} "
                          f"node types {list(graph.node_type_names)}; set model.options.node_types={types}")
+    rels = getattr(model, "num_relations", 0)
+    if rels and rels < len(graph.edge_type_names):
+        raise ValueError(f"model.options.relations={rels} but dataset {graph.name!r} has "
+                         f"{len(graph.edge_type_names)} relations {list(graph.edge_type_names)}; set "
+                         f"model.options.relations={len(graph.edge_type_names)}")
 
 
 def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,
@@ -193,7 +200,7 @@ def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
     pset = build_partition_set(data, cfg.partition)
     if pset.reused:  # a set written by this call was checksummed as it was written
         pset.check_files(verify=True)
-    return pset, quality_report(data, pset.assignment(), fanouts=list(cfg.sampler.fanouts),
+    return pset, quality_report(data, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts),
                                 method=cfg.partition.method, steps=list(pset.meta.steps),
                                 num_parts=pset.num_parts, partition_path=pset.path)
 

@@ -19,6 +19,7 @@ from gnntrain.runtime.codec import Encoded, decode
 from gnntrain.runtime.comm import CommCounter, wire_bytes
 from partition import PartitionBook
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
+from samplers.base import Fanout
 
 
 class Peers(ABC):
@@ -26,7 +27,7 @@ class Peers(ABC):
     all owners concurrently, and fails (never hangs) after the configured timeout."""
 
     @abstractmethod
-    def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
+    def sample(self, requests: dict[int, np.ndarray], fanout: Fanout, replace: bool,
                key: int) -> dict[int, Neighbors]: ...
 
     @abstractmethod
@@ -84,7 +85,7 @@ class DistGraphSource(GraphSource):
         self.x_local = x_local
         self.stats = SampleStats()
 
-    def sample_neighbors(self, seeds: np.ndarray, fanout: int, *, replace: bool, key: int) -> Neighbors:
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
         seeds = np.asarray(seeds, dtype=np.int64)
         local_pos, groups = group_by_owner(self.book.owner(seeds), self.rank)
         self.stats.local_frontier += int(local_pos.size)
@@ -113,13 +114,16 @@ def _assemble(n: int, parts: list[tuple[np.ndarray, Neighbors]]) -> Neighbors:
     pos_all = np.concatenate([p for p, _ in parts])
     cnt_all = np.concatenate([r.counts for _, r in parts])
     nbr_all = np.concatenate([r.nbrs for _, r in parts])
+    typed = [r.rels for _, r in parts if r.rels is not None]
+    rel_all = np.concatenate(typed) if len(typed) == len(parts) else None
     counts[pos_all] = cnt_all
     grouped_start = np.zeros(n, dtype=np.int64)
     grouped_start[pos_all] = np.cumsum(cnt_all) - cnt_all
     out_start = np.cumsum(counts) - counts
     total = int(counts.sum())
     gather = np.repeat(grouped_start - out_start, counts) + np.arange(total, dtype=np.int64)
-    return Neighbors(counts=counts, nbrs=nbr_all[gather])
+    return Neighbors(counts=counts, nbrs=nbr_all[gather],
+                     rels=None if rel_all is None else rel_all[gather])
 
 
 @dataclass

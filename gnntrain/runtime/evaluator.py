@@ -83,7 +83,8 @@ class Evaluator:
             deg = torch.from_numpy(a.degrees[ids].astype(np.float32)) if needs.degrees else None
             types = torch.from_numpy(a.reader.node_types(ids)) if needs.node_types else None
         out = layer_forward(self.model, layer, torch.from_numpy(h_all), a.part.indptr,
-                            self._local_indices(), deg, type_all=types, precision=self.precision)
+                            self._local_indices(), deg, type_all=types, rel=a.part.edge_rel,
+                            precision=self.precision)
         self.hidden[layer + 1] = out.numpy()
 
     def _ask_hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:

@@ -24,6 +24,7 @@ from gnntrain.runtime.group import Watch, WorkerGroup
 from gnntrain.runtime.worker import Worker
 from gnntrain.tasks import Task
 from samplers import Neighbors
+from samplers.base import Fanout
 
 if TYPE_CHECKING:
     from partition import Part
@@ -34,12 +35,11 @@ class LoopbackPeers(Peers):
         self.workers = workers
         self.rank = rank
 
-    def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
+    def sample(self, requests: dict[int, np.ndarray], fanout: Fanout, replace: bool,
                key: int) -> dict[int, Neighbors]:
         out = {}
         for o, ids in requests.items():
-            c, n = self.workers[o].serve("sample", ids, fanout, replace, key, self.rank)
-            out[o] = Neighbors(counts=c, nbrs=n)
+            out[o] = Neighbors(*self.workers[o].serve("sample", ids, fanout, replace, key, self.rank))
         return out
 
     def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:

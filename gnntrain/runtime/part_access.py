@@ -25,6 +25,7 @@ from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource, Peers
 from gnntrain.tasks import SeedBatch, Task
 from samplers import CSRSource, NeighborSampler, build_cache, count_accesses
+from samplers.config import resolve_fanouts
 
 if TYPE_CHECKING:
     from partition import Part
@@ -59,16 +60,18 @@ class PartAccess:
         self.degrees = degrees
         self.node_types = node_types  # type index of every node (new numbering); None: untyped
         self.peers = peers
-        self.comm = CommCounter(rank, world)
+        self.comm = CommCounter(rank, world, node_types, part.node_type_names if node_types is not None else ())
         self.progress = Progress()
         self.local = CSRSource(part.indptr, part.indices, part.x, row_offset=self.start,
-                               num_nodes=self.num_nodes)
+                               num_nodes=self.num_nodes, edge_rel=part.edge_rel,
+                               num_relations=len(part.edge_types))
         self.source = DistGraphSource(self.local, self.book, rank, peers, self.comm, part.x)
         self.reader = DistFeatureReader(part.x, self.start, self.book, rank, peers,
                                         self.comm, degrees, dtype=cfg.train.feature_dtype,
                                         node_types=node_types)
         sc = cfg.sampler
-        self.sampler = NeighborSampler(self.source, list(sc.fanouts), replace=sc.replace,
+        self.sampler = NeighborSampler(self.source, resolve_fanouts(sc.fanouts, part.edge_types),
+                                       replace=sc.replace,
                                        weighted=sc.weighted)
         self.cache_info: dict[str, Any] = {"policy": "none", "capacity": 0}
         self.embedding: DistEmbedding | None = None

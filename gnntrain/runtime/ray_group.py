@@ -46,6 +46,7 @@ from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
 from gnntrain.runtime.worker import Worker, WorkerInfo
 from gnntrain.tasks import Task
 from samplers import Neighbors
+from samplers.base import Fanout
 
 
 class WorkerFailure(RuntimeError):
@@ -79,11 +80,11 @@ class RayPeers(Peers):
                                f"got no reply within {self.timeout_s:.0f}s") from None
         return dict(zip(refs, values, strict=True))
 
-    def sample(self, requests: dict[int, np.ndarray], fanout: int, replace: bool,
+    def sample(self, requests: dict[int, np.ndarray], fanout: Fanout, replace: bool,
                key: int) -> dict[int, Neighbors]:
         refs = {o: self.handles[o].serve.remote("sample", ids, fanout, replace, key, self.rank)
                 for o, ids in requests.items()}
-        return {o: Neighbors(counts=c, nbrs=n) for o, (c, n) in self._gather(refs, "sample").items()}
+        return {o: Neighbors(*reply) for o, reply in self._gather(refs, "sample").items()}
 
     def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
         refs = {o: self.handles[o].serve.remote("features", ids, dtype, self.rank)

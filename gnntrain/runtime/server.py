@@ -13,6 +13,7 @@ from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
+from samplers.base import Fanout
 
 
 class PeerServer:
@@ -20,17 +21,18 @@ class PeerServer:
         self.access = access
         self.evaluator = evaluator
 
-    def sample(self, ids: np.ndarray, fanout: int, replace: bool, key: int,
-               requester: int) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, ids: np.ndarray, fanout: Fanout, replace: bool, key: int,
+               requester: int) -> tuple[np.ndarray, ...]:
+        """``(counts, nbrs)``, plus ``rels`` (each edge's relation id) on a typed graph."""
         res = self.access.local.sample_neighbors(ids, fanout, replace=replace, key=key)
-        reply = (res.counts, res.nbrs)
-        self.access.comm.add("sample", requester, wire_bytes(reply))
+        reply = (res.counts, res.nbrs) if res.rels is None else (res.counts, res.nbrs, res.rels)
+        self.access.comm.add("sample", requester, wire_bytes(reply), ids=ids)
         return reply
 
     def features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
         a = self.access
         enc = encode(a.part.x[ids - a.start], dtype)
-        a.comm.add("feature", requester, wire_bytes(enc))
+        a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
         return enc
 
     def embedding_rows(self, ids: np.ndarray, version: int | None, requester: int) -> np.ndarray:

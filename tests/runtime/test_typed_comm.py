@@ -1,0 +1,67 @@
+"""Per-node-type byte accounting on a typed graph: counted bytes still equal what Ray
+serialises, and the per-type parts add up to each category exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+from gnntrain.runtime import ray_group
+from gnntrain.runtime.comm import TYPED_CATEGORIES, CommCounter, summarise
+from gnntrain.runtime.driver import fit
+from gnntrain.runtime.ray_group import RayGroup
+from gnntrain.tasks import NodeClassification
+from partition import build_partition_set
+from tests.runtime.test_comm import ProbeActor, RecordingHandle, _check_counted_equals_seen
+from tests.runtime.test_hetero_relations import per_relation
+from tests.runtime.test_typed_training import GRAPH, typed_cfg
+
+
+def test_split_by_type_is_proportional_and_exact() -> None:
+    types = np.array([0, 0, 1, 2, 2, 2], dtype=np.int64)
+    c = CommCounter(0, 2, types, ("a", "b", "c"))
+    c.add("feature", 1, 1001, ids=np.array([0, 1, 2, 3, 4, 5]))  # 2:1:3 of 1001 bytes
+    c.add("sample", 1, 10, ids=np.array([2]))
+    c.add("eval", 1, 50)  # not a typed category: no ids needed, no split
+    snap = c.take()
+    assert snap["type_bytes"] == [[0, 10, 0], [334, 167, 500]]
+    s = summarise([snap], 2)
+    assert s["by_node_type"] == {"sample": {"a": 0, "b": 10, "c": 0},
+                               "feature": {"a": 334, "b": 167, "c": 500}}
+    with pytest.raises(ValueError, match="must name the ids"):
+        c.add("feature", 1, 5)
+
+
+def test_typed_bytes_equal_what_ray_serialises_and_add_up_by_type(
+        ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    world = 2
+    cfg = typed_cfg(tmp_path, "train.epochs=1", "train.eval=full",
+                    "model.options={node_types: 4, relations: 8, bases: 2}", workers=world,
+                    fanouts=f"[{per_relation()}, 4]")
+    pset = build_partition_set(GRAPH, cfg.partition)
+    group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
+    actors = group.actors
+    sent = np.zeros((2, world), dtype=np.int64)
+
+    def record(w: int, nbytes: int) -> None:
+        sent[:, w] += (nbytes, 1)
+
+    try:
+        group.actors = [RecordingHandle(a, lambda _name, nbytes, w=w: record(w, nbytes))
+                        for w, a in enumerate(actors)]
+        res = fit(cfg, group, None, NodeClassification(), progress=False)
+        seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
+        _check_counted_equals_seen(res, seen, sent, "float32", world)
+        comm = res.epochs[0]["comm"]
+        for cat in TYPED_CATEGORIES:
+            per = comm["by_node_type"][cat]
+            assert set(per) == set(GRAPH.node_type_names)
+            assert sum(per.values()) == comm["by_category"][cat] > 0, cat
+            assert per["paper"] > 0 and per["author"] > 0, per
+    finally:
+        group.actors = actors
+        group.shutdown()

@@ -470,6 +470,12 @@ class TrainConfig(_Frozen):
     seed: int = 0
     eval_every: int = Field(1, ge=1)
     eval: Literal["full", "sampled"] = "full"
+    eval_max_nodes: int | None = Field(
+        200_000, ge=1, description="sampled evaluation scores at most about this many nodes "
+        "per split: a larger split is evaluated on a seeded sample (each node kept with "
+        "probability eval_max_nodes / split size, by a hash of its id; the same nodes at every "
+        "evaluation), and the metrics say how many nodes they count ({split}_nodes); null "
+        "evaluates every node. Layer-wise evaluation always scores every node")
     device: Literal["cpu", "cuda"] = "cpu"
     checkpoint_every: int = Field(0, ge=0, description="epochs between checkpoints; 0 = end only")
     keep_checkpoints: int = Field(2, ge=1)

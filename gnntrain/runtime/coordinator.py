@@ -80,7 +80,10 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     if graph is not None:  # a chunked graph is untyped
         check_typed(probe, graph)
         resolve_fanouts(cfg.sampler.fanouts, graph.edge_type_names)  # names checked before work
-    task.check_setup(probe, layerwise_eval=has_layerwise(probe) and cfg.train.eval == "full")
+    layerwise_eval = has_layerwise(probe) and cfg.train.eval == "full"
+    task.check_setup(probe, layerwise_eval=layerwise_eval)
+    if not layerwise_eval:
+        task = _sample_large_splits(cfg, data, task, console)
     if not has_layerwise(probe) and cfg.train.eval == "full":
         console.print(f"model {type(probe).__name__} has no layer(i, block, h): evaluating with "
                       "sampled neighbourhoods (train.eval=sampled) instead of layer-wise inference")
@@ -164,6 +167,26 @@ def check_typed(model: Any, graph: Graph) -> None:
         raise ValueError(f"model.options.relations={rels} but dataset {graph.name!r} has "
                          f"{len(graph.edge_type_names)} relations {list(graph.edge_type_names)}; set "
                          f"model.options.relations={len(graph.edge_type_names)}")
+
+
+def _sample_large_splits(cfg: RunConfig, data: Graph | ChunkedGraph, task: Task,
+                         console: Console) -> Task:
+    """``task`` evaluating a seeded sample of each split larger than
+    ``train.eval_max_nodes`` (sampled evaluation; node-seeded tasks)."""
+    cap = cfg.train.eval_max_nodes
+    if cap is None:
+        return task
+    if isinstance(data, Graph):
+        sizes = {s: int(data.split_idx(s).shape[0]) for s in ("val", "test")}
+    else:
+        sizes = {"val": data.manifest.num_val, "test": data.manifest.num_test}
+    rates = {s: cap / n for s, n in sizes.items() if n > cap}
+    if not rates:
+        return task
+    for s, r in rates.items():
+        console.print(f"evaluating a seeded sample of about {cap:,} of the {sizes[s]:,} {s} nodes "
+                      f"({r:.1%}; train.eval_max_nodes, null for all)")
+    return task.with_eval_sample(rates, cfg.train.seed)
 
 
 def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,

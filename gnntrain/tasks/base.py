@@ -48,6 +48,7 @@ How the next problems plug in without another redesign:
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,20 @@ MetricState = dict[str, np.ndarray]
 """Named arrays whose merge across workers is exact (counts, sums, top-K lists)."""
 
 SPLITS = ("train", "val", "test")
+
+
+def hash_uniform(*parts: np.ndarray | int) -> np.ndarray:
+    """A float64 in [0, 1) per element: splitmix64 of the broadcast integer ``parts``."""
+    arrays = np.broadcast_arrays(*[np.asarray(p, dtype=np.int64) for p in parts])
+    z = np.zeros(arrays[0].shape, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for a in arrays:
+            z ^= a.astype(np.uint64)
+            z += np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z ^= z >> np.uint64(31)
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 @dataclass
@@ -98,6 +113,8 @@ class StepOutput:
 class Task(ABC):
     """What a learning problem defines; see the module docstring for the contract."""
 
+    eval_keep: dict[str, float] = {}  # noqa: RUF012 (replaced, never mutated: with_eval_sample)
+    eval_seed: int = 0
     name: ClassVar[str]
     """Short name used in configs and reports."""
     metric: ClassVar[str]
@@ -143,9 +160,22 @@ class Task(ABC):
     def eval_seeds(self, part: Part, split: str) -> np.ndarray:
         """Global ids of this part's nodes scored for ``split`` (``train``/``val``/``test``)."""
 
+    def with_eval_sample(self, rates: dict[str, float], seed: int) -> Task:
+        """This task evaluating, in sampled evaluation, only a seeded sample of each split
+        in ``rates``: a node is kept with probability ``rates[split]`` by a hash of
+        (``seed``, its dataset id), so the sample is the same at every evaluation, on any
+        number of workers and any partitioning (``train.eval_max_nodes``)."""
+        t = copy.copy(self)
+        t.eval_keep, t.eval_seed = dict(rates), int(seed)
+        return t
+
     def eval_batches(self, part: Part, split: str, batch_size: int) -> list[SeedBatch]:
         """Batches of ``split`` for sampled evaluation (the order does not matter)."""
         ids = np.asarray(self.eval_seeds(part, split), dtype=np.int64)
+        rate = self.eval_keep.get(split)
+        if rate is not None:
+            orig = np.asarray(part.orig_ids, dtype=np.int64)[ids - part.start]
+            ids = ids[hash_uniform(self.eval_seed, orig) < rate]
         steps = max(1, -(-ids.size // batch_size))
         return [SeedBatch(np.ascontiguousarray(b)) for b in np.array_split(ids, steps)]
 

@@ -71,7 +71,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnntrain.tasks import ranking
-from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task
+from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task, hash_uniform
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,20 +93,6 @@ _USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
 def _option(name: str, value: Any, allowed: Sequence[Any]) -> None:
     if value not in allowed:
         raise ValueError(f"task.options.{name}={value!r}: expected one of {list(allowed)}")
-
-
-def hash_uniform(*parts: np.ndarray | int) -> np.ndarray:
-    """A float64 in [0, 1) per element: splitmix64 of the broadcast integer ``parts``."""
-    arrays = np.broadcast_arrays(*[np.asarray(p, dtype=np.int64) for p in parts])
-    z = np.zeros(arrays[0].shape, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for a in arrays:
-            z ^= a.astype(np.uint64)
-            z += np.uint64(0x9E3779B97F4A7C15)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z ^= z >> np.uint64(31)
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 class HadamardMLP(nn.Module):

@@ -80,7 +80,10 @@ class NodeClassification(Task):
 
     def metrics(self, state: MetricState) -> dict[str, float]:
         total = int(state["total"].sum()) if "total" in state else 0
-        return {"acc": int(state["correct"].sum()) / total if total else float("nan")}
+        out = {"acc": int(state["correct"].sum()) / total if total else float("nan")}
+        if self.eval_keep:  # a sampled split: say how many nodes the figure counts
+            out["nodes"] = float(total)
+        return out
 
     def predict(self, out: Tensor, what: str) -> Tensor:
         if what == "probs":

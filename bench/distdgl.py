@@ -154,9 +154,10 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
     for f in out.glob("trainer*.json"):
         f.unlink()
     npz = out / "graph.npz"
-    np.savez(npz, indptr=graph.indptr, indices=graph.indices, x=graph.x, y=graph.y,
-             train_idx=graph.train_idx, test_idx=graph.test_idx,
-             **{f"init__{k}": v for k, v in dgl_state(cfg, graph).items()})
+    arrays: dict[str, Any] = {"indptr": graph.indptr, "indices": graph.indices, "x": graph.x,
+                              "y": graph.y, "train_idx": graph.train_idx, "test_idx": graph.test_idx}
+    arrays.update({f"init__{k}": v for k, v in dgl_state(cfg, graph).items()})
+    np.savez(npz, **arrays)
     settings = {"epochs": epochs, "fanouts": list(cfg.sampler.fanouts),
                 "batch_size": cfg.sampler.batch_size, "hidden": cfg.model.hidden,
                 "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,

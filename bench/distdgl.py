@@ -1,0 +1,299 @@
+"""gnntrain on 2 Ray workers (fp32 and bf16) against DistDGL 2.1 on 2 machines × 1 trainer, same run.
+
+    python -m bench.distdgl                 # 100k nodes / 2M edges, 8 epochs each (not in CI)
+    python -m bench.distdgl --epochs 16
+    python -m bench.distdgl --smoke         # 3k nodes, tiny model, gnntrain only (no DGL needed)
+
+Workload (issue 17): ``datasets/synthetic-small.yaml`` (100k nodes, ~2M edges, 100 features,
+40 classes) with a 10% / 5% / rest split as the DistDGL peer graphs use, METIS into 2 parts,
+3-layer GraphSAGE (mean) hidden 256, dropout 0.2, fanouts [15, 10, 5], batch 1024 per
+trainer, Adam lr 0.01. After every epoch each system evaluates the test nodes with the
+training fanouts (``train.eval=sampled``; DistDGL's ``DistNodeDataLoader``) every
+``--eval-every`` epochs and after the last, outside the epoch's time. DistDGL starts from gnntrain's initial parameters (``bench.epoch.dgl_state``).
+
+Rows, run back to back: DistDGL (``bench/_distdgl_peer.py`` under ``$GNNTRAIN_DGL_PYTHON``:
+``partition_graph`` + one server and one trainer per machine, each machine in its own network
+and mount namespace; needs root, ``unshare``, ``ip``), then gnntrain 2 Ray workers fp32, then
+bf16 (``train.precision``). Without DGL, root or the tools the DistDGL row is reported absent
+with the reason. Per row: mean epoch time over the epochs after the first, test accuracy after
+the last epoch, time to the target accuracy (the summed epoch times up to the first evaluated
+epoch whose test accuracy reaches it; the target is ``--target``, default the lowest of the rows'
+best accuracies, so every row reaches it), and the peak RSS (``VmHWM``, polled every 0.25 s)
+per gnntrain worker process, and per DistDGL machine (its trainer + its server, summed; the
+server's shared-memory graph is mapped into the trainer too, so the sum counts those pages
+twice). Ratios are against DistDGL. The 1-minute load average is recorded before and after
+every row. JSON: bench/out/distdgl.json (``distdgl-smoke.json``). Exit status 1 when a
+gnntrain row fails to lower its loss or to end above the majority-class share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from bench.epoch import OUT, bench_config, dgl_state, majority_share, quiet, read_metrics, timed
+from bench.verdict import Check, check, conclude
+from gnntrain.config import RunConfig
+from gnntrain.data import load_dataset
+from partition.graph import Graph
+
+WORKLOAD = ["dataset.synthetic.train_frac=0.1", "dataset.synthetic.val_frac=0.05",
+            "sampler.fanouts=[15,10,5]", "sampler.batch_size=1024", "model.arch=sage",
+            "model.hidden=256", "model.layers=3", "model.dropout=0.2", "train.lr=0.01",
+            "train.optimizer=adam", "train.eval=sampled", "cluster.workers=2", "partition.parts=2", "partition.method=metis"]
+SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
+         "dataset.synthetic.classes=8", "dataset.synthetic.train_frac=0.6", "sampler.batch_size=256",
+         "model.hidden=64"]
+PEER = Path(__file__).with_name("_distdgl_peer.py")
+
+
+# -- peak RSS of this process's descendants ---------------------------------------------
+def _hwm_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmHWM:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def classify(p: psutil.Process) -> str | None:
+    """The role of a descendant process: ``gnntrain:worker`` for a worker actor (the
+    processes :func:`gnntrain.runtime.ray_group.worker_processes` lists), ``dgl:<role>:<machine>``
+    for a DistDGL server or trainer, None for anything else."""
+    cmd = " ".join(p.cmdline()) + p.name()
+    if "GnnWorker" in cmd:
+        return "gnntrain:worker"
+    if PEER.name not in cmd:
+        return None
+    env = p.environ()
+    if env.get("DGL_ROLE") == "server":
+        return f"dgl:server:{env.get('DGL_SERVER_ID')}"
+    if env.get("DGL_ROLE") == "client":
+        return f"dgl:trainer:{env.get('RANK')}"
+    return None
+
+
+@contextmanager
+def peak_rss(every_s: float = 0.25) -> Iterator[dict[int, tuple[str, int]]]:
+    """Poll the descendants of this process; yields {pid: (role, peak KiB)}, filled as it runs."""
+    seen: dict[int, tuple[str, int]] = {}
+    me = psutil.Process()
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for p in me.children(recursive=True):
+                try:
+                    role = seen[p.pid][0] if p.pid in seen else classify(p)
+                    if role is not None:
+                        seen[p.pid] = (role, max(seen.get(p.pid, (role, 0))[1], _hwm_kib(p.pid)))
+                except (OSError, ValueError, psutil.Error):
+                    continue
+            stop.wait(every_s)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        t.join()
+
+
+# -- rows --------------------------------------------------------------------------------
+def time_to(epoch_s: list[float], accs: list[float | None], target: float) -> float | None:
+    """Summed epoch time up to the first evaluated epoch (accuracy not None) whose test
+    accuracy reaches ``target``."""
+    for i, a in enumerate(accs):
+        if a is not None and a >= target:
+            return float(sum(epoch_s[: i + 1]))
+    return None
+
+
+def row(label: str, epoch_s: list[float], accs: list[float | None], losses: list[float],
+        rss_gib: list[float], load: tuple[float, float], **extra: Any) -> dict[str, Any]:
+    return {"label": label, "epochs": len(epoch_s), "epoch_s_all": epoch_s,
+            "epoch_s": float(np.mean(epoch_s[1:] if len(epoch_s) > 1 else epoch_s)),
+            "test_acc_all": accs, "test_acc": accs[-1], "loss": losses,
+            "peak_rss_gib": rss_gib, "loadavg_before": load[0], "loadavg_after": load[1], **extra}
+
+
+def run_gnntrain(cfg: RunConfig, graph: Graph, precision: str) -> dict[str, Any]:
+    from gnntrain.config import load_config
+    from gnntrain.runtime.coordinator import run_training
+
+    c = load_config(raw=cfg.model_dump(mode="json"), overrides=[f"train.precision={precision}"])
+    load0 = round(os.getloadavg()[0], 2)
+    with peak_rss() as seen:
+        s = run_training(c, single_process=False, graph=graph, progress=False, console=quiet())
+    eps = read_metrics(s)
+    rss = sorted((kib / 2**20 for role, kib in seen.values() if role == "gnntrain:worker"),
+                 reverse=True)
+    return row(f"gnntrain, 2 Ray workers, {precision}", [e["epoch_s"] for e in eps],
+               [e.get("test_acc") for e in eps], [e["loss"] for e in eps], rss,
+               (load0, round(os.getloadavg()[0], 2)),
+               bytes_per_epoch=float(np.mean([e["comm"]["total_bytes"] for e in timed(eps)])),
+               steps=eps[-1]["steps"])
+
+
+def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
+                timeout_s: float) -> dict[str, Any]:
+    """The DistDGL row; ``{"absent": reason}`` when it cannot run here."""
+    out = OUT / "distdgl-peer"
+    out.mkdir(parents=True, exist_ok=True)
+    for f in out.glob("trainer*.json"):
+        f.unlink()
+    npz = out / "graph.npz"
+    arrays: dict[str, Any] = {"indptr": graph.indptr, "indices": graph.indices, "x": graph.x,
+                              "y": graph.y, "train_idx": graph.train_idx, "test_idx": graph.test_idx}
+    arrays.update({f"init__{k}": v for k, v in dgl_state(cfg, graph).items()})
+    np.savez(npz, **arrays)
+    settings = {"epochs": epochs, "fanouts": list(cfg.sampler.fanouts),
+                "batch_size": cfg.sampler.batch_size, "hidden": cfg.model.hidden,
+                "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
+                "seed": cfg.train.seed, "eval_every": cfg.train.eval_every, "timeout_s": timeout_s}
+    load0 = round(os.getloadavg()[0], 2)
+    try:
+        with peak_rss() as seen:
+            proc = subprocess.run([python, str(PEER), "launch", str(npz), str(out), json.dumps(settings)],
+                                  capture_output=True, text=True, timeout=timeout_s + 300,
+                                  env={**os.environ, "DGLBACKEND": "pytorch"})
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"absent": f"the DistDGL launcher did not run: {e}"}
+    finally:
+        npz.unlink(missing_ok=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 3 and lines and lines[-1].startswith("ABSENT "):
+        return {"absent": lines[-1][len("ABSENT "):]}
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
+        return {"absent": f"the DistDGL job failed (rc={proc.returncode}):\n{tail}"}
+    recs = [json.loads((out / f"trainer{r}.json").read_text()) for r in (0, 1)]
+    n = min(len(r["epochs"]) for r in recs)
+    epoch_s = [max(r["epochs"][i]["epoch_s"] for r in recs) for i in range(n)]  # slowest trainer
+    accs = [sum(r["epochs"][i]["test_correct"] for r in recs) /
+            max(1, sum(r["epochs"][i]["test_total"] for r in recs))
+            if recs[0]["epochs"][i]["test_total"] else None for i in range(n)]
+    losses = [float(np.mean([r["epochs"][i]["loss"] for r in recs])) for i in range(n)]
+    per_machine: dict[str, float] = {}
+    for role, kib in seen.values():
+        m = role.rsplit(":", 1)[1]
+        per_machine[m] = per_machine.get(m, 0.0) + kib / 2**20
+    parts = {role: round(kib / 2**20, 3) for role, kib in seen.values()}
+    return row(f"DistDGL {recs[0]['dgl']}, 2 machines x 1 trainer", epoch_s, accs, losses,
+               sorted(per_machine.values(), reverse=True), (load0, round(os.getloadavg()[0], 2)),
+               steps=max(r["epochs"][0]["steps"] for r in recs), rss_by_process_gib=parts)
+
+
+# -- report ------------------------------------------------------------------------------
+def report(rows: dict[str, dict[str, Any]], target: float) -> dict[str, float]:
+    base = rows.get("distdgl")
+    print(f"\n{'row':<40} {'epoch s':>8} {'test acc':>9} {'t->' + f'{100 * target:.1f}%':>9} "
+          f"{'peak RSS GiB':>16} {'load':>10}")
+    ratios: dict[str, float] = {}
+    for key, r in rows.items():
+        tta = r.get("time_to_target_s")
+        rss = "/".join(f"{g:.2f}" for g in r["peak_rss_gib"]) or "-"
+        print(f"{r['label']:<40} {r['epoch_s']:>8.2f} {100 * r['test_acc']:>8.1f}% "
+              f"{'-' if tta is None else f'{tta:.1f}':>9} {rss:>16} "
+              f"{r['loadavg_before']:>4}-{r['loadavg_after']:<5}")
+        if base is not None and key != "distdgl":
+            ratios[f"{key}_epoch_vs_distdgl"] = r["epoch_s"] / base["epoch_s"]
+            ratios[f"{key}_acc_points_vs_distdgl"] = 100 * (r["test_acc"] - base["test_acc"])
+            if r["peak_rss_gib"] and base["peak_rss_gib"]:
+                ratios[f"{key}_rss_vs_distdgl"] = max(r["peak_rss_gib"]) / max(base["peak_rss_gib"])
+            if tta is not None and base.get("time_to_target_s"):
+                ratios[f"{key}_time_to_target_vs_distdgl"] = tta / base["time_to_target_s"]
+    if "bf16" in rows and "fp32" in rows:
+        ratios["bf16_epoch_vs_fp32"] = rows["bf16"]["epoch_s"] / rows["fp32"]["epoch_s"]
+        ratios["bf16_acc_points_vs_fp32"] = 100 * (rows["bf16"]["test_acc"] - rows["fp32"]["test_acc"])
+    for k, v in ratios.items():
+        print(f"  {k}: {v:.2f}")
+    return ratios
+
+
+def checks(rows: dict[str, dict[str, Any]], floor: float) -> list[Check]:
+    out = []
+    for key in ("fp32", "bf16"):
+        if key in rows:
+            r = rows[key]
+            out.append(check(f"{key}: loss falls", r["loss"][-1] < r["loss"][0],
+                             f"loss {r['loss'][0]:.3f} -> {r['loss'][-1]:.3f}"))
+            out.append(check(f"{key}: above the majority class", r["test_acc"] > floor,
+                             f"test acc {r['test_acc']:.3f}, majority share {floor:.3f}"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="3k nodes, tiny model, no DistDGL (seconds)")
+    ap.add_argument("--epochs", type=int, default=None, help="epochs per row (default 8, smoke 2)")
+    ap.add_argument("--target", type=float, default=None,
+                    help="test accuracy for time-to-accuracy (default: the lowest of the rows' best)")
+    ap.add_argument("--eval-every", type=int, default=None,
+                    help="epochs between test evaluations (default 4, smoke 1; the last epoch always)")
+    ap.add_argument("--timeout", type=float, default=1500.0, help="seconds allowed for the DistDGL job")
+    args = ap.parse_args(argv)
+    epochs = args.epochs or (2 if args.smoke else 8)
+    every = args.eval_every or (1 if args.smoke else 4)
+    if every < 1 or epochs < 2 or (args.target is not None and not 0 < args.target <= 1):
+        ap.error(f"--eval-every={every} (>= 1), --epochs={epochs} (>= 2: the first is not timed), --target={args.target} (in (0, 1])")
+    tag = "distdgl-smoke" if args.smoke else "distdgl"
+    cfg = bench_config("synthetic-small.yaml", [*WORKLOAD, *(SMOKE if args.smoke else []),
+                                                f"train.epochs={epochs}", f"train.eval_every={every}"], tag)
+    graph = load_dataset(cfg.dataset)
+    load0 = round(os.getloadavg()[0], 2)
+    print(f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.train_idx.size:,} training "
+          f"nodes; {epochs} epochs per row; load {load0}", flush=True)
+    rows: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    if args.smoke:
+        notes.append("DistDGL row absent: --smoke runs gnntrain only")
+    elif not python:
+        notes.append("DistDGL row absent: set GNNTRAIN_DGL_PYTHON to a Python with dgl 2.1")
+    else:
+        r = run_distdgl(python, cfg, graph, epochs, args.timeout)
+        if "absent" in r:
+            notes.append(f"DistDGL row absent: {r['absent']}")
+        else:
+            rows["distdgl"] = r
+        print(f"  DistDGL: {r.get('epoch_s', float('nan')):.2f} s/epoch", flush=True)
+    from gnntrain.runtime.cluster import ray_session
+
+    with ray_session(cfg.cluster, 2):
+        for prec in ("fp32", "bf16"):
+            rows[prec] = run_gnntrain(cfg, graph, prec)
+            print(f"  gnntrain {prec}: {rows[prec]['epoch_s']:.2f} s/epoch", flush=True)
+    target = args.target if args.target is not None else min(max(a for a in r["test_acc_all"] if a is not None)
+                                                                 for r in rows.values())
+    for r in rows.values():
+        r["time_to_target_s"] = time_to(r["epoch_s_all"], r["test_acc_all"], target)
+    ratios = report(rows, target)
+    for n in notes:
+        print(f"note: {n}")
+    out: dict[str, Any] = {"graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                                     "train": int(graph.train_idx.size)},
+                           "epochs": epochs, "target_acc": target, "rows": rows, "ratios": ratios,
+                           "notes": notes, "loadavg_start": load0,
+                           "config": cfg.model_dump(mode="json")}
+    status = conclude("distdgl", checks(rows, majority_share(graph)), out)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{tag}.json"
+    path.write_text(json.dumps(out, indent=1))
+    print(f"wrote {path}")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

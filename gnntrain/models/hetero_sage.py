@@ -24,8 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from gnntrain.config import ModelConfig
-from gnntrain.models.protocol import LayerwiseModel
-from gnntrain.ops import relu_dropout
+from gnntrain.models.typed import TypedStack
 from samplers.batch import Block
 
 _OPTIONS = {"node_types", "relation_dst"}
@@ -72,10 +71,8 @@ class HeteroSAGELayer(nn.Module):
         return out
 
 
-class HeteroSAGE(LayerwiseModel):
+class HeteroSAGE(TypedStack):
     """``model.layers`` heterogeneous SAGE layers with ReLU and dropout between them."""
-
-    needs_node_types = True
 
     def __init__(self, cfg: ModelConfig, in_dim: int, out_dim: int) -> None:
         super().__init__()
@@ -91,17 +88,7 @@ class HeteroSAGE(LayerwiseModel):
                              + (f"; unknown {unknown}" if unknown else ""))
         self.num_node_types = types
         self.num_relations = len(rdst)
-        self.num_layers = cfg.layers
-        self.dropout = cfg.dropout
-        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(HeteroSAGELayer(dims[i], dims[i + 1], types, rdst)
-                                   for i in range(cfg.layers))
-
-    def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
-        out = self.convs[i](block, h)
-        if i < self.num_layers - 1:
-            out = relu_dropout(out, self.dropout, self.training)
-        return out
+        self.stack(cfg, in_dim, out_dim, lambda i, o: HeteroSAGELayer(i, o, types, rdst))
 
 
 def hsage(in_dim: int, out_dim: int, cfg: ModelConfig) -> HeteroSAGE:

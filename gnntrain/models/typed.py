@@ -26,6 +26,7 @@ relations: use the edges' relation ids; 0, the default, uses type pairs) and ``b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -102,10 +103,28 @@ class RGCNLayer(nn.Module):
         return out
 
 
-class RGCN(LayerwiseModel):
-    """``model.layers`` R-GCN layers with ReLU and dropout between them."""
+class TypedStack(LayerwiseModel):
+    """``model.layers`` typed layers with ReLU and dropout between them; reads node types."""
 
     needs_node_types = True
+
+    def stack(self, cfg: ModelConfig, in_dim: int, out_dim: int,
+              make: Callable[[int, int], nn.Module]) -> None:
+        """Build the layers: ``make(in, out)`` for each width pair of ``cfg``."""
+        self.num_layers = cfg.layers
+        self.dropout = cfg.dropout
+        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.convs = nn.ModuleList(make(dims[i], dims[i + 1]) for i in range(cfg.layers))
+
+    def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
+        out = self.convs[i](block, h)
+        if i < self.num_layers - 1:
+            out = relu_dropout(out, self.dropout, self.training)
+        return out
+
+
+class RGCN(TypedStack):
+    """``model.layers`` R-GCN layers with ReLU and dropout between them."""
 
     def __init__(self, cfg: ModelConfig, in_dim: int, out_dim: int) -> None:
         super().__init__()
@@ -124,17 +143,8 @@ class RGCN(LayerwiseModel):
                              "graph's number of relations; 0 uses node-type pairs)")
         self.num_relations = rels
         self.num_node_types = int(opts["node_types"])
-        self.num_layers = cfg.layers
-        self.dropout = cfg.dropout
-        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(RGCNLayer(dims[i], dims[i + 1], self.num_node_types, bases, rels)
-                                   for i in range(cfg.layers))
-
-    def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
-        out = self.convs[i](block, h)
-        if i < self.num_layers - 1:
-            out = relu_dropout(out, self.dropout, self.training)
-        return out
+        self.stack(cfg, in_dim, out_dim,
+                   lambda i, o: RGCNLayer(i, o, self.num_node_types, bases, rels))
 
 
 def rgcn(in_dim: int, out_dim: int, cfg: ModelConfig) -> RGCN:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,45 +142,11 @@ def _counted(comms: list[dict[str, Any]], world: int) -> dict[str, Any]:
     return out
 
 
-def test_counted_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sampling, features, layer-wise evaluation and control over the real Ray transport,
-    for every transfer dtype. One pair of actors serves all four: between runs the probe
-    switches the dtype its feature reader asks for (the owner encodes what is asked)."""
-    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)  # actor_class builds on it
-    world = 2
-    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=full", workers=world)
-    pset = build_partition_set(make_graph(300, seed=3), cfg.partition)
-    group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
-    actors = group.actors
-    sent = np.zeros((2, world), dtype=np.int64)  # the coordinator's calls: bytes, messages
-
-    def record(w: int, nbytes: int) -> None:
-        sent[:, w] += (nbytes, 1)
-
-    try:
-        group.actors = [RecordingHandle(a, lambda _name, nbytes, w=w: record(w, nbytes))
-                        for w, a in enumerate(actors)]
-        for dtype in DTYPES:
-            ray.get([a.probe_feature_dtype.remote(dtype) for a in actors], timeout=60)
-            sent[:] = 0
-            res = fit(cfg, group, None, NodeClassification(), progress=False)
-            seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
-            _check_counted_equals_seen(res, seen, sent, dtype, world)
-    finally:
-        group.actors = actors
-        group.shutdown()
-
-
-def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A learnable node embedding adds row reads (``embedding``) and gradient pushes
-    (``embedding_grad``): counted exactly as Ray serialises them, like every other category."""
-    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
-    world = 2
-    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=sampled",
-                   "model.node_embedding={dim: 6, optimizer: sparse_adagrad}", workers=world)
-    pset = build_partition_set(make_graph(300, seed=3), cfg.partition)
+@contextmanager
+def recorded_group(cfg: Any, graph: Any, world: int) -> Iterator[tuple[RayGroup, list[Any], np.ndarray]]:
+    """A Ray group over ``graph``'s parts whose coordinator calls are recorded: yields the
+    group, its real actor handles and ``sent`` (bytes, messages) per worker."""
+    pset = build_partition_set(graph, cfg.partition)
     group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
     actors = group.actors
     sent = np.zeros((2, world), dtype=np.int64)
@@ -189,6 +157,38 @@ def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Pa
     try:
         group.actors = [RecordingHandle(a, lambda _name, nbytes, w=w: record(w, nbytes))
                         for w, a in enumerate(actors)]
+        yield group, actors, sent
+    finally:
+        group.actors = actors
+        group.shutdown()
+
+
+def test_counted_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sampling, features, layer-wise evaluation and control over the real Ray transport,
+    for every transfer dtype. One pair of actors serves all four: between runs the probe
+    switches the dtype its feature reader asks for (the owner encodes what is asked)."""
+    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)  # actor_class builds on it
+    world = 2
+    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=full", workers=world)
+    with recorded_group(cfg, make_graph(300, seed=3), world) as (group, actors, sent):
+        for dtype in DTYPES:
+            ray.get([a.probe_feature_dtype.remote(dtype) for a in actors], timeout=60)
+            sent[:] = 0
+            res = fit(cfg, group, None, NodeClassification(), progress=False)
+            seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
+            _check_counted_equals_seen(res, seen, sent, dtype, world)
+
+
+def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A learnable node embedding adds row reads (``embedding``) and gradient pushes
+    (``embedding_grad``): counted exactly as Ray serialises them, like every other category."""
+    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    world = 2
+    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=sampled",
+                   "model.node_embedding={dim: 6, optimizer: sparse_adagrad}", workers=world)
+    with recorded_group(cfg, make_graph(300, seed=3), world) as (group, actors, sent):
         res = fit(cfg, group, None, NodeClassification(), progress=False)
         seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
         _check_counted_equals_seen(res, seen, sent, "float32", world,
@@ -196,9 +196,6 @@ def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Pa
         # one gradient message per owner per step, as many as the reads of training
         msgs = res.epochs[0]["comm"]["messages_by_category"]
         assert msgs["embedding_grad"] == msgs["embedding"] > 0
-    finally:
-        group.actors = actors
-        group.shutdown()
 
 
 def _check_counted_equals_seen(res: Any, seen: list[dict[str, Any]], sent: np.ndarray,

@@ -12,10 +12,8 @@ import ray
 from gnntrain.runtime import ray_group
 from gnntrain.runtime.comm import TYPED_CATEGORIES, CommCounter, summarise
 from gnntrain.runtime.driver import fit
-from gnntrain.runtime.ray_group import RayGroup
 from gnntrain.tasks import NodeClassification
-from partition import build_partition_set
-from tests.runtime.test_comm import ProbeActor, RecordingHandle, _check_counted_equals_seen
+from tests.runtime.test_comm import ProbeActor, _check_counted_equals_seen, recorded_group
 from tests.runtime.test_hetero_relations import per_relation
 from tests.runtime.test_typed_training import GRAPH, typed_cfg
 
@@ -42,17 +40,7 @@ def test_typed_bytes_equal_what_ray_serialises_and_add_up_by_type(
     cfg = typed_cfg(tmp_path, "train.epochs=1", "train.eval=full",
                     "model.options={node_types: 4, relations: 8, bases: 2}", workers=world,
                     fanouts=f"[{per_relation()}, 4]")
-    pset = build_partition_set(GRAPH, cfg.partition)
-    group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
-    actors = group.actors
-    sent = np.zeros((2, world), dtype=np.int64)
-
-    def record(w: int, nbytes: int) -> None:
-        sent[:, w] += (nbytes, 1)
-
-    try:
-        group.actors = [RecordingHandle(a, lambda _name, nbytes, w=w: record(w, nbytes))
-                        for w, a in enumerate(actors)]
+    with recorded_group(cfg, GRAPH, world) as (group, actors, sent):
         res = fit(cfg, group, None, NodeClassification(), progress=False)
         seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
         _check_counted_equals_seen(res, seen, sent, "float32", world)
@@ -62,6 +50,3 @@ def test_typed_bytes_equal_what_ray_serialises_and_add_up_by_type(
             assert set(per) == set(GRAPH.node_type_names)
             assert sum(per.values()) == comm["by_category"][cat] > 0, cat
             assert per["paper"] > 0 and per["author"] > 0, per
-    finally:
-        group.actors = actors
-        group.shutdown()

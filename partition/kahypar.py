@@ -1,0 +1,133 @@
+"""``method: kahypar``: Mt-KaHyPar graph partitioning, then the balance repair of ``multilevel``.
+
+Mt-KaHyPar (the ``mtkahypar`` wheel, optional: ``pip install 'gnntrain[kahypar]'``) partitions
+the symmetrised graph (:func:`partition.methods.symmetrize`, the same graph METIS sees) with its
+``Graph`` API, edge-cut objective and ``DETERMINISTIC`` preset, on as many threads as this
+process may use (``os.sched_getaffinity``).
+
+Balance. Mt-KaHyPar balances one weight per node; the project balances up to three (nodes,
+training nodes, in-edges: :func:`partition.methods.vertex_weights`). It is given their sum,
+each constraint scaled to the same total (:func:`combined_weight`), under ``imbalance``; then
+:func:`partition.multilevel.refine` moves nodes until every constraint is within its allowed
+load (the same repair the ``multilevel`` method uses), and
+:func:`partition.multilevel.check_balance` refuses a result that still misses one. With one
+constraint (``balance_train`` and ``balance_edges`` off) the sum is that constraint and the
+repair has nothing to repair.
+
+Determinism. The ``DETERMINISTIC`` preset with a fixed seed (``partition.seed``) gives the same
+parts for the same graph, run after run (tested); the refinement is deterministic. The result
+does not depend on the thread count in the runs measured (tests compare 1 and 2 threads), but
+the partition set's key does not include the thread count, so a different machine is trusted
+to give the same parts, as with METIS.
+
+Limits. The wheel's ids are 32-bit; the whole symmetrised graph, its edge list and
+Mt-KaHyPar's own copy are in this process at once (see bench/RESULTS.md for the peak memory).
+``partition.objective: vol`` (METIS's communication volume) has no graph counterpart here and
+is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from partition.config import PartitionConfig
+from partition.errors import PartitionError
+from partition.graph import Graph
+from partition.methods import SymmetricCSR, symmetrize, vertex_weights
+from partition.steps import StepRecorder
+
+__all__ = ["EXTRA", "combined_weight", "kahypar_parts", "load_mtkahypar"]
+
+EXTRA = "kahypar"  # pip install 'gnntrain[kahypar]'
+# node weights are int32 in the wheel: keep their total below this
+_WEIGHT_TOTAL = 2**30
+_UNIT = 1000  # weight of an average node in each constraint, where the total allows it
+
+
+def load_mtkahypar() -> Any:
+    """The ``mtkahypar`` module, or :class:`PartitionError` naming the extra that installs it."""
+    try:
+        import mtkahypar
+    except ImportError as e:
+        raise PartitionError(
+            f"partition.method='kahypar' needs the mtkahypar package, which is not installed ({e}); "
+            f"install it with pip install 'gnntrain[{EXTRA}]' (or pip install mtkahypar), or use "
+            "partition.method='metis'") from None
+    return mtkahypar
+
+
+@lru_cache(maxsize=1)
+def _initializer(threads: int) -> Any:
+    """Mt-KaHyPar's thread pool is process-wide: set it up once per process."""
+    return load_mtkahypar().initialize(threads, False)
+
+
+def combined_weight(w: np.ndarray) -> np.ndarray:
+    """One int64 weight per node: every column of ``w`` scaled so that an average node weighs
+    the same in each (``_UNIT``, less if the total would overflow the wheel's int32), summed.
+    A part within ``imbalance`` of this sum is near the mean in every constraint, not within
+    it: the refinement after Mt-KaHyPar makes up the rest."""
+    n, c = w.shape
+    unit = max(1, min(_UNIT, _WEIGHT_TOTAL // max(1, n * c)))
+    totals = w.sum(axis=0).astype(np.float64)
+    scaled = w * (unit * n / np.where(totals > 0, totals, 1.0))
+    return np.maximum(1, np.rint(scaled.sum(axis=1))).astype(np.int64)
+
+
+def _edge_list(sym: SymmetricCSR) -> np.ndarray:
+    """``[m, 2]`` int64: every undirected edge once, as ``(u, v)`` with ``u < v``."""
+    n = sym.xadj.shape[0] - 1
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(sym.xadj))
+    upper = sym.adjncy > rows
+    return np.stack([rows[upper], sym.adjncy[upper].astype(np.int64)], axis=1)
+
+
+def threads_available() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def mtkahypar_partition(sym: SymmetricCSR, node_weight: np.ndarray, cfg: PartitionConfig,
+                        threads: int) -> np.ndarray:
+    """Mt-KaHyPar (``DETERMINISTIC`` preset, edge cut, ``cfg.seed``) on the symmetric graph
+    with one weight per node, balanced to ``cfg.imbalance``: the part of every node."""
+    mtk = load_mtkahypar()
+    ini = _initializer(threads)
+    ctx = ini.context_from_preset(mtk.PresetType.DETERMINISTIC)
+    ctx.set_partitioning_parameters(cfg.parts, cfg.imbalance - 1.0, mtk.Objective.CUT)
+    ctx.logging = False
+    mtk.set_seed(cfg.seed)
+    edges = _edge_list(sym)
+    g = ini.create_graph(ctx, int(node_weight.shape[0]), int(edges.shape[0]), edges,
+                         node_weight, np.ones(edges.shape[0], dtype=np.int64))
+    del edges
+    return np.asarray(g.partition(ctx).get_partition(), dtype=np.int64)
+
+
+def kahypar_parts(graph: Graph, cfg: PartitionConfig, rec: StepRecorder) -> np.ndarray:
+    """Part of every node (original ids): Mt-KaHyPar on the combined weight, then the
+    multi-constraint repair (module docstring)."""
+    from partition.multilevel import GraphBlocks, check_balance, refine
+
+    if cfg.objective != "cut":
+        raise PartitionError(f"partition.objective={cfg.objective!r}: method='kahypar' minimises the "
+                             "edge cut only; set partition.objective=cut or use method='metis'")
+    if graph.num_nodes >= 2**31:
+        raise PartitionError(f"the graph has {graph.num_nodes} nodes; the mtkahypar wheel's ids are "
+                             "32-bit; use partition.method='multilevel'")
+    load_mtkahypar()  # fail before any work when the extra is absent
+    with rec("symmetrize"):
+        sym = symmetrize(graph, np.int64)
+        w, names = vertex_weights(graph, cfg)
+    with rec("kahypar"):
+        parts = mtkahypar_partition(sym, combined_weight(w), cfg, threads_available())
+        del sym
+    with rec("refine"):
+        if w.shape[1] > 1:
+            parts = refine(GraphBlocks(graph), parts, w, cfg)
+    check_balance(parts, w, names, cfg)
+    return parts

@@ -37,15 +37,18 @@ import numpy as np
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
-from partition.methods import SymmetricCSR, symmetrize, vertex_weights
+from partition.methods import SymmetricCSR, allowed_loads, symmetrize, vertex_weights
 from partition.steps import StepRecorder
 
-__all__ = ["EXTRA", "combined_weight", "kahypar_parts", "load_mtkahypar"]
+__all__ = ["EXTRA", "KAHYPAR_TRIES", "combined_weight", "kahypar_parts", "load_mtkahypar"]
 
 EXTRA = "kahypar"  # pip install 'gnntrain[kahypar]'
 # node weights are int32 in the wheel: keep their total below this
 _WEIGHT_TOTAL = 2**30
 _UNIT = 1000  # weight of an average node in each constraint, where the total allows it
+# Mt-KaHyPar runs at most this often: a constraint still over its allowed load after the
+# repair weighs 4x more in the next run's combined weight
+KAHYPAR_TRIES = 3
 
 
 def load_mtkahypar() -> Any:
@@ -66,13 +69,16 @@ def _initializer(threads: int) -> Any:
     return load_mtkahypar().initialize(threads, False)
 
 
-def combined_weight(w: np.ndarray) -> np.ndarray:
+def combined_weight(w: np.ndarray, emphasis: np.ndarray | None = None) -> np.ndarray:
     """One int64 weight per node: every column of ``w`` scaled so that an average node weighs
-    the same in each (``_UNIT``, less if the total would overflow the wheel's int32), summed.
-    A part within ``imbalance`` of this sum is near the mean in every constraint, not within
-    it: the refinement after Mt-KaHyPar makes up the rest."""
+    the same in each (``_UNIT``, less if the total would overflow the wheel's int32), times
+    its ``emphasis`` (default 1), summed. A part within ``imbalance`` of this sum is near the
+    mean in every constraint, not within it: the refinement after Mt-KaHyPar makes up the
+    rest, and :func:`kahypar_parts` raises the emphasis of a constraint it could not meet."""
     n, c = w.shape
-    unit = max(1, min(_UNIT, _WEIGHT_TOTAL // max(1, n * c)))
+    e = np.ones(c) if emphasis is None else emphasis
+    unit = _UNIT * e / e.sum() * c
+    unit = np.maximum(1, np.minimum(unit, unit * _WEIGHT_TOTAL / max(1.0, float(unit.sum()) * n)))
     totals = w.sum(axis=0).astype(np.float64)
     scaled = w * (unit * n / np.where(totals > 0, totals, 1.0))
     return np.maximum(1, np.rint(scaled.sum(axis=1))).astype(np.int64)
@@ -111,7 +117,7 @@ def mtkahypar_partition(sym: SymmetricCSR, node_weight: np.ndarray, cfg: Partiti
 def kahypar_parts(graph: Graph, cfg: PartitionConfig, rec: StepRecorder) -> np.ndarray:
     """Part of every node (original ids): Mt-KaHyPar on the combined weight, then the
     multi-constraint repair (module docstring)."""
-    from partition.multilevel import GraphBlocks, check_balance, refine
+    from partition.multilevel import GraphBlocks, check_balance, loads, refine
 
     if cfg.objective != "cut":
         raise PartitionError(f"partition.objective={cfg.objective!r}: method='kahypar' minimises the "
@@ -123,11 +129,25 @@ def kahypar_parts(graph: Graph, cfg: PartitionConfig, rec: StepRecorder) -> np.n
     with rec("symmetrize"):
         sym = symmetrize(graph, np.int64)
         w, names = vertex_weights(graph, cfg)
-    with rec("kahypar"):
-        parts = mtkahypar_partition(sym, combined_weight(w), cfg, threads_available())
-        del sym
-    with rec("refine"):
-        if w.shape[1] > 1:
-            parts = refine(GraphBlocks(graph), parts, w, cfg)
-    check_balance(parts, w, names, cfg)
+    allowed = allowed_loads(w, cfg.parts, cfg.imbalance)
+    emphasis = np.ones(w.shape[1])
+    for attempt in range(KAHYPAR_TRIES):
+        with rec("kahypar" if attempt == 0 else f"kahypar-{attempt + 1}"):
+            parts = mtkahypar_partition(sym, combined_weight(w, emphasis), cfg, threads_available())
+        with rec("refine" if attempt == 0 else f"refine-{attempt + 1}"):
+            if w.shape[1] > 1:
+                parts = refine(GraphBlocks(graph), parts, w, cfg)
+        excess = loads(parts, w, cfg.parts).max(axis=0) / allowed
+        if (excess <= 1.0).all():
+            break
+        emphasis = np.where(excess > 1.0, emphasis * 4, emphasis)
+    del sym
+    try:
+        check_balance(parts, w, names, cfg)
+    except PartitionError as e:
+        raise PartitionError(
+            f"{e}. Mt-KaHyPar balances one weight per node (here {' + '.join(names)} combined, "
+            f"{KAHYPAR_TRIES} tries); with partition.balance_train=false and "
+            "partition.balance_edges=false it balances the nodes itself, or use "
+            "partition.method='metis' (multi-constraint)") from None
     return parts

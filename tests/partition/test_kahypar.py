@@ -125,3 +125,26 @@ def test_missing_extra_is_named_before_any_work(eight_blocks: Graph, monkeypatch
 def test_volume_objective_is_refused(eight_blocks: Graph) -> None:
     with pytest.raises(PartitionError, match=r"partition.objective='vol'.*edge cut only"):
         assign_parts(eight_blocks, _kahypar(parts=2, objective="vol"))
+
+
+def test_unmet_constraint_is_reweighted_then_refused(eight_blocks: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result the repair cannot balance: Mt-KaHyPar reruns with the missed constraint weighing
+    more, ``KAHYPAR_TRIES`` times in all, then the error names the constraint and the way out."""
+    import partition.kahypar as kh
+
+    emphases: list[np.ndarray] = []
+
+    def lopsided(sym: object, node_weight: np.ndarray, cfg: PartitionConfig, threads: int) -> np.ndarray:
+        emphases.append(node_weight.astype(np.float64))
+        parts = np.arange(eight_blocks.num_nodes) % cfg.parts
+        parts[: eight_blocks.num_nodes // 3] = 0  # part 0 holds over a third of every constraint
+        return parts.astype(np.int64)
+
+    monkeypatch.setattr(kh, "load_mtkahypar", lambda: None)
+    monkeypatch.setattr(kh, "mtkahypar_partition", lopsided)
+    monkeypatch.setattr("partition.multilevel.refine", lambda blocks, parts, w, cfg: parts)
+    with pytest.raises(PartitionError, match=r"part 0 holds.*Mt-KaHyPar balances one weight per node "
+                                             r"\(here nodes \+ train \+ edges combined, 3 tries\).*"
+                                             r"balance_train=false"):
+        assign_parts(eight_blocks, _kahypar(parts=4))
+    assert len(emphases) == kh.KAHYPAR_TRIES

@@ -5,10 +5,10 @@
 
 Each build runs in its own process: the synthetic graph generated in memory, then
 ``build_partition_set`` with ``metis`` or ``kahypar`` (symmetrise, partition, refine, renumber,
-write). Peak memory is that of the largest process (:class:`_RssSampler`): the build process
-(generation included: the graph is part of what it holds; Mt-KaHyPar runs in it) or the process
-METIS runs in (``partition.multilevel._metis_in_child``); the JSON also has both and their
-sampled sum. A last process generates the graph again and
+write). Peak memory is that of the largest process, sampled from outside (:func:`_spawn`):
+the build process (generation included: the graph is part of what it holds; Mt-KaHyPar runs
+in it) or the process METIS runs in (``partition.multilevel._metis_in_child``); ``sum MiB``
+is the largest sampled sum of both. A last process generates the graph again and
 checks every set (:func:`bench.partition_scale._check_set`: edge cut, imbalance, round trip).
 Gated (exit status 1): every set round-trips, every node is owned once, every balance
 constraint within ``partition.imbalance``. Reported: edge cut, time and memory as ratios
@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,57 +41,18 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-class _RssSampler:
-    """Resident memory of this process and of its children, sampled every 50 ms in a thread.
-
-    ``ru_maxrss`` alone under-reports here: the Mt-KaHyPar build's ``ru_maxrss`` read 1.1 GiB
-    while ``ps`` showed 2.4 GiB for the same process (memory returned with ``madvise`` does not
-    raise the kernel's high-water mark first), so the largest of the samples and ``ru_maxrss``
-    is reported."""
-
-    def __init__(self) -> None:
-        self.own = 0
-        self.child = 0
-        self.total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            try:
-                own = me.memory_info().rss
-                kids = [c.memory_info().rss for c in me.children(recursive=True)]
-            except psutil.Error:
-                continue
-            self.own, self.child = max(self.own, own), max([self.child, *kids])
-            self.total = max(self.total, own + sum(kids))
-            self._stop.wait(0.05)
-
-    def __enter__(self) -> _RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def _child_build(a: dict[str, Any]) -> dict[str, Any]:
     from gnntrain.data.synthetic import generate
     from partition import PartitionConfig, build_partition_set
     from partition.kahypar import threads_available
 
-    with _RssSampler() as rss:
-        t0 = time.perf_counter()
-        g = generate(_graph_cfg(a), name=a["name"])
-        t1, c1 = time.perf_counter(), _cpu_s()
-        pset = build_partition_set(g, PartitionConfig(method=a["method"], parts=a["parts"]), a["root"])
-        seconds, cpu = time.perf_counter() - t1, _cpu_s() - c1
-    own = max(_peak_mib(), rss.own / MIB)
-    child = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, rss.child / MIB)
-    return {"seconds": seconds, "cpu_s": cpu, "generate_s": t1 - t0, "peak_mib": max(own, child),
-            "own_peak_mib": own, "child_peak_mib": child, "sum_peak_mib": rss.total / MIB,
+    t0 = time.perf_counter()
+    g = generate(_graph_cfg(a), name=a["name"])
+    t1, c1 = time.perf_counter(), _cpu_s()
+    pset = build_partition_set(g, PartitionConfig(method=a["method"], parts=a["parts"]), a["root"])
+    seconds, cpu = time.perf_counter() - t1, _cpu_s() - c1
+    return {"seconds": seconds, "cpu_s": cpu, "generate_s": t1 - t0, "maxrss_mib": _peak_mib(),
+            "children_maxrss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
             "threads": threads_available(), "path": str(pset.path),
             "steps": {s.name: round(s.seconds, 1) for s in pset.meta.steps}}
 
@@ -108,12 +68,33 @@ CHILDREN = {"build": _child_build, "check": _child_check}
 
 
 def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "bench.kahypar", "--child", kind, json.dumps(a)],
-                         stdout=subprocess.PIPE, text=True, timeout=timeout,
-                         cwd=Path(__file__).resolve().parent.parent)
-    if out.returncode != 0:
-        raise RuntimeError(f"step {kind} {a.get('method', '')} failed with exit status {out.returncode}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    """Run a child step; sample the resident memory of its process tree every 50 ms from here
+    (the child's own ``ru_maxrss`` and a sampling thread inside it both read low while
+    Mt-KaHyPar runs: ``ps`` showed 2.4 GiB where ``ru_maxrss`` said 1.1 GiB)."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.kahypar", "--child", kind, json.dumps(a)],
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    largest = total = 0
+    t0 = time.perf_counter()
+    with proc:
+        top = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            if time.perf_counter() - t0 > timeout:
+                proc.kill()
+                raise RuntimeError(f"step {kind} {a.get('method', '')} ran past {timeout} s")
+            try:
+                rss = [p.memory_info().rss for p in [top, *top.children(recursive=True)]]
+            except psutil.Error:
+                rss = [0]
+            largest, total = max(largest, *rss), max(total, sum(rss))
+            time.sleep(0.05)
+        out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"step {kind} {a.get('method', '')} failed with exit status {proc.returncode}")
+    row = dict(json.loads(out.strip().splitlines()[-1]))
+    if kind != "build":
+        return row
+    peak = max(largest / MIB, row.get("maxrss_mib", 0.0), row.get("children_maxrss_mib", 0.0))
+    return row | {"peak_mib": peak, "sum_peak_mib": total / MIB}
 
 
 def main(argv: list[str] | None = None) -> int:

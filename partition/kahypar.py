@@ -8,11 +8,15 @@ process may use (``os.sched_getaffinity``).
 Balance. Mt-KaHyPar balances one weight per node; the project balances up to three (nodes,
 training nodes, in-edges: :func:`partition.methods.vertex_weights`). It is given their sum,
 each constraint scaled to the same total (:func:`combined_weight`), under ``imbalance``; then
-:func:`partition.multilevel.refine` moves nodes until every constraint is within its allowed
-load (the same repair the ``multilevel`` method uses), and
-:func:`partition.multilevel.check_balance` refuses a result that still misses one. With one
-constraint (``balance_train`` and ``balance_edges`` off) the sum is that constraint and the
-repair has nothing to repair.
+:func:`partition.multilevel.refine` moves nodes toward every constraint's allowed load (the
+same repair the ``multilevel`` method uses). A constraint the repair leaves over its load
+weighs 4x more in the next Mt-KaHyPar run (``KAHYPAR_TRIES`` runs at most);
+:func:`partition.multilevel.check_balance` then refuses a result that still misses one,
+saying how to get out (fewer constraints, or ``metis``). The repair only moves nodes into parts
+under every load, so it fixes small excesses, not large ones: on a graph whose training nodes
+sit together (Cora) the three constraints can be out of reach. With one constraint
+(``balance_train`` and ``balance_edges`` off) the sum is that constraint, Mt-KaHyPar's own
+balance meets it and nothing is repaired.
 
 Determinism. The ``DETERMINISTIC`` preset with a fixed seed (``partition.seed``) gives the same
 parts for the same graph, run after run (tested); the refinement is deterministic. The result
@@ -20,8 +24,9 @@ does not depend on the thread count in the runs measured (tests compare 1 and 2 
 the partition set's key does not include the thread count, so a different machine is trusted
 to give the same parts, as with METIS.
 
-Limits. The wheel's ids are 32-bit; the whole symmetrised graph, its edge list and
-Mt-KaHyPar's own copy are in this process at once (see bench/RESULTS.md for the peak memory).
+Limits. The wheel's ids are 32-bit; the graph, its symmetrised CSR, an edge list and
+Mt-KaHyPar's own copy are in this process at once (1M nodes / 20M edges: 2.6 GiB, 2.7x METIS's
+largest process; bench/RESULTS.md).
 ``partition.objective: vol`` (METIS's communication volume) has no graph counterpart here and
 is refused.
 """

@@ -10,7 +10,8 @@ training nodes, in-edges: :func:`partition.methods.vertex_weights`). It is given
 each constraint scaled to the same total (:func:`combined_weight`), under ``imbalance``; then
 :func:`partition.multilevel.refine` moves nodes toward every constraint's allowed load (the
 same repair the ``multilevel`` method uses). A constraint the repair leaves over its load
-weighs 4x more in the next Mt-KaHyPar run (``KAHYPAR_TRIES`` runs at most);
+weighs 4x more in the next Mt-KaHyPar run (``KAHYPAR_TRIES`` runs at most; none when every
+constraint was missed, which reweighting cannot change);
 :func:`partition.multilevel.check_balance` then refuses a result that still misses one,
 saying how to get out (fewer constraints, or ``metis``). The repair only moves nodes into parts
 under every load, so it fixes small excesses, not large ones: on a graph whose training nodes
@@ -145,14 +146,17 @@ def kahypar_parts(graph: Graph, cfg: PartitionConfig, rec: StepRecorder) -> np.n
         excess = loads(parts, w, cfg.parts).max(axis=0) / allowed
         if (excess <= 1.0).all():
             break
-        emphasis = np.where(excess > 1.0, emphasis * 4, emphasis)
+        raised = np.where(excess > 1.0, emphasis * 4, emphasis)
+        if np.allclose(raised / raised.sum(), emphasis / emphasis.sum()):
+            break  # every constraint missed: the same combined weight again would not help
+        emphasis = raised
     del sym
     try:
         check_balance(parts, w, names, cfg)
     except PartitionError as e:
         raise PartitionError(
             f"{e}. Mt-KaHyPar balances one weight per node (here {' + '.join(names)} combined, "
-            f"{KAHYPAR_TRIES} tries); with partition.balance_train=false and "
+            f"up to {KAHYPAR_TRIES} runs); with partition.balance_train=false and "
             "partition.balance_edges=false it balances the nodes itself, or use "
             "partition.method='metis' (multi-constraint)") from None
     return parts

@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Method = Literal["metis", "random", "ldg", "stream", "multilevel"]
+Method = Literal["metis", "random", "ldg", "stream", "multilevel", "kahypar"]
 METHODS: tuple[str, ...] = get_args(Method)
 
 
@@ -21,7 +21,8 @@ class PartitionConfig(BaseModel):
 
     method: Method = Field("metis", description="metis, random, ldg (one streaming process), stream "
                            "(LDG restreamed over row blocks in parallel) or multilevel (label-propagation "
-                           "coarsening over row blocks, METIS on the coarse graph, refinement)")
+                           "coarsening over row blocks, METIS on the coarse graph, refinement) or kahypar "
+                           "(Mt-KaHyPar, the optional extra gnntrain[kahypar], then the same refinement)")
     parts: int = Field(1, ge=1, description="number of parts k (one Ray worker each)")
     objective: Literal["cut", "vol"] = "cut"
     imbalance: float = Field(1.05, ge=1.0, le=2.0, description="max/mean load tolerated per constraint")

@@ -15,6 +15,8 @@
   (restreamed LDG over row blocks; label-propagation coarsening, METIS on the coarse graph,
   refinement), run here over the in-memory graph's blocks and by :mod:`partition.parallel`
   over a chunked graph with Ray tasks.
+* ``kahypar``: Mt-KaHyPar (optional extra) on the symmetrised graph with one combined node
+  weight, then the refinement of ``multilevel`` for every constraint (:mod:`partition.kahypar`).
 
 ``k = 1`` puts every node in part 0 without calling a partitioner.
 """
@@ -309,6 +311,10 @@ def assign_parts(graph: Graph, cfg: PartitionConfig, *,
 
         w, names = vertex_weights(graph, cfg)
         parts = blocked_parts(GraphBlocks(graph), w, names, cfg, rec)
+    elif cfg.method == "kahypar":
+        from partition.kahypar import kahypar_parts
+
+        parts = kahypar_parts(graph, cfg, rec)
     else:  # pragma: no cover - PartitionConfig's Literal refuses other names
         raise PartitionError(f"partition.method={cfg.method!r}: expected one of {', '.join(METHODS)}")
     _check_result(graph, cfg, parts)

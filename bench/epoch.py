@@ -79,6 +79,23 @@ SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
 
 
 # -- helpers shared by the bench modules (comm, faults import them) --------------------
+def run_peer(python: str, script: str, graph_file: Path, settings: dict[str, Any],
+             env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``bench/<script> graph_file settings`` under a peer's Python (DGL's) and return
+    the JSON of its last output line; the graph file is removed afterwards. Raises
+    RuntimeError with the end of its stderr when it fails."""
+    try:
+        proc = subprocess.run([python, str(Path(__file__).with_name(script)), str(graph_file),
+                               json.dumps(settings)], capture_output=True, text=True, timeout=3600,
+                              env={**os.environ, "DGLBACKEND": "pytorch", **(env or {})})
+    finally:
+        graph_file.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"DGL run failed (rc={proc.returncode}): {tail}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on, including the load other processes put on it."""
     mem = 0
@@ -180,18 +197,9 @@ def run_dgl(python: str, cfg: RunConfig, graph: Graph, epochs: int, tag: str,
                 "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
                 "seed": cfg.train.seed, "threads": threads}
     load_before = round(os.getloadavg()[0], 2)
-    try:
-        t0 = time.perf_counter()
-        proc = subprocess.run([python, str(Path(__file__).with_name("_dgl_epoch.py")), str(path),
-                               json.dumps(settings)], capture_output=True, text=True,
-                              timeout=3600, env={**os.environ, "DGLBACKEND": "pytorch"})
-        wall = time.perf_counter() - t0
-    finally:
-        path.unlink(missing_ok=True)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"DGL run failed (rc={proc.returncode}): {tail}")
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    t0 = time.perf_counter()
+    res = run_peer(python, "_dgl_epoch.py", path, settings)
+    wall = time.perf_counter() - t0
     tm = timed(res["epochs"])
     epoch_s = float(np.mean([e["epoch_s"] for e in tm]))
     return {"label": f"DGL {res['dgl']}, {threads} thread(s)", "epochs": len(res["epochs"]),

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
+from bench.epoch import OUT, bench_config, machine, quiet, read_metrics, run_peer
 from bench.verdict import Check, check, conclude
 from gnntrain.config import RunConfig
 from gnntrain.tasks import LinkPrediction, build_task, ranking
@@ -267,17 +267,8 @@ def dgl_throughput(python: str, g: Graph, batches: int, warmup: int, tag: str) -
     path = OUT / f"link-graph-{tag}.npz"
     np.savez(path, indptr=g.indptr, indices=g.indices)
     settings = {**THROUGHPUT, "batches": batches, "warmup": warmup, "seed": 0}
-    try:
-        proc = subprocess.run([python, str(Path(__file__).with_name("_dgl_link.py")), str(path),
-                               json.dumps(settings)], capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "DGLBACKEND": "pytorch",
-                                   "OMP_NUM_THREADS": str(THROUGHPUT["threads"])})
-    finally:
-        path.unlink(missing_ok=True)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"DGL run failed (rc={proc.returncode}): {tail}")
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = run_peer(python, "_dgl_link.py", path, settings,
+                   env={"OMP_NUM_THREADS": str(THROUGHPUT["threads"])})
     res["label"] = f"DGL {res['dgl']}: as_edge_prediction_sampler + Uniform"
     return res
 

@@ -19,7 +19,6 @@ bench/out/ddi.json. Not part of ``bench.smoke`` (real data, minutes per epoch).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.verdict import check, conclude
+from bench.verdict import check, finish
 from gnntrain.config import data_root
 from gnntrain.data.link import EdgeSplit, load_ogbl
 from gnntrain.tasks import ranking
@@ -139,10 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['val_hits']:>13.2%}{r['test_hits']:>14.2%}{r['epoch_s']:>8.0f}")
     for k, v in h.items():
         print(f"{k:<22} test Hits@20 {v['test_hits']:.2%} (OGB {OGB_HEURISTICS[k]:.2%}), AUC {v['test_auc']:.4f}")
-    OUT.mkdir(parents=True, exist_ok=True)
-    code = conclude("bench.ddi", checks, out)
-    (OUT / "ddi.json").write_text(json.dumps(out, indent=1, default=str))
-    return code
+    return finish("ddi", checks, out, OUT / "ddi.json")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import numpy as np
 import psutil
 
 from bench.epoch import OUT, bench_config, dgl_state, majority_share, quiet, read_metrics, timed
-from bench.verdict import Check, check, conclude
+from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from partition.graph import Graph
@@ -287,12 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                            "epochs": epochs, "target_acc": target, "rows": rows, "ratios": ratios,
                            "notes": notes, "loadavg_start": load0,
                            "config": cfg.model_dump(mode="json")}
-    status = conclude("distdgl", checks(rows, majority_share(graph)), out)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{tag}.json"
-    path.write_text(json.dumps(out, indent=1))
-    print(f"wrote {path}")
-    return status
+    return finish("distdgl", checks(rows, majority_share(graph)), out, OUT / f"{tag}.json")
 
 
 if __name__ == "__main__":

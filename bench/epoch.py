@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from rich.console import Console
 
-from bench.verdict import Check, check, conclude
+from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
@@ -504,12 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "train": int(graph.train_idx.size)},
                            "results": results, "steps": steps, "overhead_ratios": ratios, "targets": targets,
                            "notes": notes, "total_s": total, "argv": sys.argv[1:]}
-    status = conclude("epoch", checks(results, majority_share(graph)), out)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{tag}.json"
-    path.write_text(json.dumps(out, indent=1))
-    print(f"wrote {path}")
-    return status
+    return finish("epoch", checks(results, majority_share(graph)), out, OUT / f"{tag}.json")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics, run_peer
-from bench.verdict import Check, check, conclude
+from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.tasks import LinkPrediction, build_task, ranking
 from partition.graph import Graph
@@ -490,10 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in out["notes"]:
         print(f"note: {n}")
     out["loadavg_after"] = os.getloadavg()[0]
-    OUT.mkdir(parents=True, exist_ok=True)
-    code = conclude("bench.link", checks, out)
-    (OUT / f"{tag}.json").write_text(json.dumps(out, indent=1, default=str))
-    return code
+    return finish("link", checks, out, OUT / f"{tag}.json")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ lowers its loss. The accuracy gaps are targets, reported. JSON: bench/out/typed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -37,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.verdict import Check, check, conclude
+from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.models.hetero_sage import relation_dst
 from partition.graph import Graph
@@ -169,10 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         out["rows"] += rows
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]
-    OUT.mkdir(parents=True, exist_ok=True)
-    code = conclude("bench.typed", checks, out)
-    (OUT / f"{tag}.json").write_text(json.dumps(out, indent=1, default=str))
-    return code
+    return finish("typed", checks, out, OUT / f"{tag}.json")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ them and returns 1 when any failed, so ``python -m bench.smoke`` catches the fai
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -48,3 +50,12 @@ def conclude(module: str, checks: Sequence[Check], out: dict[str, Any] | None = 
     else:
         print(f"bench.{module}: all {len(checks)} correctness checks held")
     return 1 if bad else 0
+
+
+def finish(module: str, checks: Sequence[Check], out: dict[str, Any], path: Path) -> int:
+    """:func:`conclude`, then write ``out`` (with its checks) as JSON to ``path``."""
+    status = conclude(module, checks, out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1, default=str))
+    print(f"wrote {path}")
+    return status

@@ -90,7 +90,7 @@ def reference(split: EdgeSplit, epochs: int, seed: int = 0) -> list[dict[str, fl
             for g in groups:
                 nn.utils.clip_grad_norm_(g.parameters(), 1.0)
             opt.step()
-            total += float(loss) * perm.numel()
+            total += float(loss.detach()) * perm.numel()
         with torch.no_grad():
             h = encode(False)
 

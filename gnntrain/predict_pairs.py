@@ -97,9 +97,8 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     ``model``/``task``/``graph`` as in :func:`gnntrain.predict.predict`."""
     import torch
 
-    from gnntrain.checkpoint import load_latest
+    from gnntrain.api import _trained_model
     from gnntrain.config import load_config
-    from gnntrain.models import build_model
     from gnntrain.tasks import LinkPrediction, build_task
 
     run = _open_run(run_dir)
@@ -115,22 +114,12 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     if out_path.exists() and not force:
         raise PredictError(f"--out {str(out_path)!r} exists; pass --force to replace it")
     pairs = read_pairs(pairs_file)
-    g = task.load_graph(cfg.dataset, graph)  # the graph the run trained on, and its split
+    num_nodes = task.load_graph(cfg.dataset, graph).num_nodes  # the run's graph and split
     gids = _to_graph_ids(task, pairs, repr(str(pairs_file)))
-    ckpt = load_latest(run)
-    if ckpt is None:
-        raise PredictError(f"run_dir={str(run.path)!r}: no checkpoint to score with")
-    net = build_model(model if model is not None else cfg.model.arch, cfg.model,
-                      cfg.model.input_dim(g.num_features),
-                      task.out_dim(g.num_classes, cfg.model.hidden), cfg.train.seed)
     try:
-        net.load_state_dict(ckpt["model"])
-    except RuntimeError as e:
-        raise PredictError(f"the checkpoint does not fit model {type(net).__name__} built for "
-                           f"dataset {cfg.dataset.name!r} ({str(e).strip().splitlines()[-1].strip()}); "
-                           "a run trained on an in-memory graph needs it passed "
-                           "(predict_pairs(..., graph=...))") from None
-    net.eval()
+        net, _ = _trained_model(run, cfg, model)  # model.json's widths, the newest checkpoint
+    except (FileNotFoundError, ValueError) as e:
+        raise PredictError(str(e)) from None
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-pair-rows-", dir=out_path.parent))
@@ -140,7 +129,7 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
         ids, values = read_predictions(rows)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    assert np.array_equal(ids, np.arange(g.num_nodes)), "every node's row, once"
+    assert np.array_equal(ids, np.arange(num_nodes)), "every node's row, once"
     with torch.no_grad():
         target = torch.from_numpy(gids)
         scores = task.score(net, torch.from_numpy(np.ascontiguousarray(values)), target)

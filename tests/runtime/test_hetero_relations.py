@@ -29,7 +29,7 @@ from tests.runtime.helpers import (
     assert_same_state,
     final_state,
 )
-from tests.runtime.test_typed_training import GRAPH, HG, typed_cfg
+from tests.runtime.test_typed_training import GRAPH, HG, rgcn_and_pyg, typed_cfg
 
 CITES, REV_CITES = (GRAPH.edge_type_names.index(r) for r in ("paper:cites:paper", "paper:rev_cites:paper"))
 RELS = len(GRAPH.edge_type_names)
@@ -99,19 +99,9 @@ def test_sampled_blocks_carry_relations_and_draw_what_the_untyped_source_draws()
 
 
 def test_rgcn_with_relation_ids_equals_pyg_rgcnconv_and_tells_parallel_relations_apart() -> None:
-    from torch_geometric.nn import RGCNConv
-
-    torch.manual_seed(0)
     n = GRAPH.num_nodes
-    ours = RGCNLayer(GRAPH.num_features, 5, 4, 2, RELS)
-    ref = RGCNConv(GRAPH.num_features, 5, num_relations=RELS, num_bases=2, aggr="mean")
-    with torch.no_grad():
-        ref.weight.copy_(ours.bases)
-        ref.comp.copy_(ours.coeff)
-        ref.root.copy_(ours.root[0])
-        ref.bias.copy_(ours.bias[0])
-        ours.root.copy_(ours.root[0].expand_as(ours.root))
-        ours.bias.copy_(ours.bias[0].expand_as(ours.bias))
+    torch.manual_seed(0)
+    ours, ref = rgcn_and_pyg(RGCNLayer(GRAPH.num_features, 5, 4, 2, RELS), RELS)
     types = torch.from_numpy(GRAPH.node_types())  # type: ignore[arg-type]
     ei = torch.from_numpy(GRAPH.edge_index())
     rel = torch.from_numpy(GRAPH.edge_rel)  # type: ignore[arg-type]

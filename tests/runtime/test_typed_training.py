@@ -140,17 +140,14 @@ def test_rgcn_on_an_untyped_graph_is_refused(tmp_path: Path) -> None:
         run_training(typed_cfg(tmp_path), single_process=True, graph=make_graph(100), progress=False)
 
 
-def test_rgcn_layer_equals_pyg_rgcnconv() -> None:
-    """One layer equals PyG's RGCNConv (basis decomposition, per-relation mean) with the
-    same bases, coefficients, root and bias, relation = (source type, destination type)."""
+def rgcn_and_pyg(ours: Any, relations: int) -> tuple[Any, Any]:
+    """``ours`` (an RGCNLayer) and PyG's ``RGCNConv`` over ``relations`` relations with the
+    same bases, coefficients, root and bias (ours' per-type roots and biases all set to the
+    first type's, PyG's single ones)."""
     from torch_geometric.nn import RGCNConv
 
-    from gnntrain.models.typed import RGCNLayer
-
-    torch.manual_seed(0)
-    t, n = 4, GRAPH.num_nodes
-    ours = RGCNLayer(GRAPH.num_features, 5, t, 2)
-    ref = RGCNConv(GRAPH.num_features, 5, num_relations=t * t, num_bases=2, aggr="mean")
+    ref = RGCNConv(ours.bases.shape[1], ours.bases.shape[2], num_relations=relations,
+                   num_bases=ours.bases.shape[0], aggr="mean")
     with torch.no_grad():
         ref.weight.copy_(ours.bases)
         ref.comp.copy_(ours.coeff)
@@ -158,6 +155,17 @@ def test_rgcn_layer_equals_pyg_rgcnconv() -> None:
         ref.bias.copy_(ours.bias[0])
         ours.root.copy_(ours.root[0].expand_as(ours.root))
         ours.bias.copy_(ours.bias[0].expand_as(ours.bias))
+    return ours, ref
+
+
+def test_rgcn_layer_equals_pyg_rgcnconv() -> None:
+    """One layer equals PyG's RGCNConv (basis decomposition, per-relation mean) with the
+    same bases, coefficients, root and bias, relation = (source type, destination type)."""
+    from gnntrain.models.typed import RGCNLayer
+
+    t, n = 4, GRAPH.num_nodes
+    torch.manual_seed(0)
+    ours, ref = rgcn_and_pyg(RGCNLayer(GRAPH.num_features, 5, t, 2), t * t)
     types = torch.from_numpy(GRAPH.node_types())  # type: ignore[arg-type]
     src = torch.from_numpy(GRAPH.indices)
     dst = torch.from_numpy(np.repeat(np.arange(n), np.diff(GRAPH.indptr)))

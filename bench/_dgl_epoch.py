@@ -1,6 +1,6 @@
 """DGL 2.1 single-process GraphSAGE loop (DGL's examples/pytorch/graphsage/node_classification.py).
 
-Self-contained: imports only numpy, torch and dgl, so it runs in a separate DGL venv.
+Self-contained: imports only numpy, torch, dgl and ``_peer_start`` beside it, so it runs in a separate DGL venv.
 ``bench.epoch`` writes the graph to an .npz and runs::
 
     $GNNTRAIN_DGL_PYTHON bench/_dgl_epoch.py GRAPH.npz '{"epochs": 2, ...}'
@@ -15,13 +15,12 @@ inference over the whole graph after the last epoch.
 """
 
 import json
-import sys
 import time
 
 import dgl
-import numpy as np
 import torch
 import torch.nn.functional as F
+from _peer_start import peer_start
 from dgl.nn import SAGEConv
 from torch import nn
 
@@ -53,13 +52,7 @@ class SAGE(nn.Module):
 
 
 def main() -> None:
-    path, raw = sys.argv[1], sys.argv[2]
-    s = json.loads(raw)
-    torch.set_num_threads(int(s["threads"]))
-    torch.manual_seed(int(s["seed"]))
-    np.random.seed(int(s["seed"]))
-    dgl.seed(int(s["seed"]))
-    d = np.load(path)
+    s, d = peer_start()
     indptr = torch.from_numpy(d["indptr"])
     indices = torch.from_numpy(d["indices"])
     x = torch.from_numpy(d["x"])

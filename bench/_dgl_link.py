@@ -1,6 +1,6 @@
 """DGL 2.1 link-prediction sampling: ``as_edge_prediction_sampler`` + a uniform negative sampler.
 
-Self-contained: imports only numpy, torch and dgl, so it runs in a separate DGL venv.
+Self-contained: imports only numpy, torch, dgl and ``_peer_start`` beside it, so it runs in a separate DGL venv.
 ``bench.link`` writes the message-passing graph to an .npz and runs::
 
     $GNNTRAIN_DGL_PYTHON bench/_dgl_link.py GRAPH.npz '{"fanouts": [15, 10, 5], ...}'
@@ -16,12 +16,12 @@ per second, and the mean input nodes per batch.
 """
 
 import json
-import sys
 import time
 
 import dgl
 import numpy as np
 import torch
+from _peer_start import peer_start
 
 
 def reverse_ids(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -38,13 +38,7 @@ def reverse_ids(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
-    path, raw = sys.argv[1], sys.argv[2]
-    s = json.loads(raw)
-    torch.set_num_threads(int(s["threads"]))
-    torch.manual_seed(int(s["seed"]))
-    np.random.seed(int(s["seed"]))
-    dgl.seed(int(s["seed"]))
-    d = np.load(path)
+    s, d = peer_start()
     indptr, indices = d["indptr"], d["indices"]
     n = indptr.size - 1
     g = dgl.graph(("csc", (torch.from_numpy(indptr), torch.from_numpy(indices),

@@ -246,8 +246,9 @@ class LinkPrediction(Task):
         (user, item) pair and its negatives are items, never the reverse direction."""
         dst = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
         src = np.asarray(part.indices, dtype=np.int64)
-        lo, hi = self._need_split().dst_range
-        if lo > 0 or hi < self._need_split().num_nodes:
+        split = self._need_split()
+        lo, hi = split.dst_range
+        if lo > 0 or hi < split.num_nodes:
             g = self._to_graph(dst)
             keep = (g >= lo) & (g < hi)
             src, dst = src[keep], dst[keep]

@@ -1,4 +1,4 @@
-"""DistDGL 2.1 peer of ``bench.distdgl``: partition, then a 2-machine job on this host.
+"""DistDGL 2.1 peer of ``bench.distdgl``: partition, then an M-machine job on this host.
 
 Self-contained (numpy, torch, dgl), run by ``$GNNTRAIN_DGL_PYTHON``::
 
@@ -8,21 +8,24 @@ The npz holds ``indptr``/``indices`` (CSR of in-neighbours), ``x``, ``y``, ``tra
 ``test_idx`` and ``init__<param>`` arrays (the initial parameters under this model's names,
 so DistDGL starts from the same point as gnntrain). ``launch``:
 
-1. ``dgl.distributed.partition_graph`` into ``OUTDIR/parts`` (METIS, 2 parts, balancing
+1. ``dgl.distributed.partition_graph`` into ``OUTDIR/parts`` (METIS, M parts, balancing
    training nodes and edges, 1 halo hop);
 2. for each machine one ``DistGraphServer`` and one trainer (torch.distributed gloo,
-   ``DistributedDataParallel``), started with the variables DGL's launch tool sets. Both
+   ``DistributedDataParallel``), started with the variables DGL's launch tool sets. All
    machines are on this host: DGL maps a client to the first ``ip_config`` line whose address
-   is local, so machine 1 runs in its own network namespace (``unshare --net``, a veth pair
-   10.213.9.1/.2 removed afterwards); each machine has its own mount namespace with a private
-   ``/dev/shm`` (DGL names its shared memory after the graph). Needs root, ``unshare`` and
-   ``ip``: without them it prints ``ABSENT <reason>`` and exits 3.
+   is local, so every machine but the first runs in its own network namespace (``unshare
+   --net``), joined to the others by a veth pair on a bridge in the host's namespace
+   (machine m at 10.213.9.(m+1)/24, machine 0 the bridge itself; all removed afterwards);
+   each machine has its own mount namespace with a private ``/dev/shm`` (DGL names its shared
+   memory after the graph). Needs root, ``unshare`` and ``ip``: without them it prints
+   ``ABSENT <reason>`` and exits 3.
 
 Each trainer trains 3-layer GraphSAGE (mean) on its ``node_split`` of the training nodes, and
 every ``eval_every`` epochs (and after the last) evaluates its split of the test nodes with
 the training fanouts (batch 4096, not timed); it writes ``OUTDIR/trainer<rank>.json``: per-epoch wall time, loss and test
 correct/total. The settings JSON: ``epochs``, ``fanouts`` (seed hop first), ``batch_size``,
-``hidden``, ``layers``, ``dropout``, ``lr``, ``seed``, ``eval_every``, ``timeout_s``.
+``hidden``, ``layers``, ``dropout``, ``lr``, ``seed``, ``eval_every``, ``timeout_s``,
+``machines`` (M, default 2).
 """
 
 import json
@@ -36,7 +39,8 @@ import numpy as np
 
 GRAPH = "g"
 SUBNET = "10.213.9."
-VETH = ("gtdgl0", "gtdgl1")
+BRIDGE = "gtdglbr"  # machine 0's interface; machine m's veth is gtdgl<m> here, NS_IF inside
+NS_IF = "gteth"
 
 
 def load_graph(path):  # type: ignore[no-untyped-def]
@@ -58,14 +62,14 @@ def load_graph(path):  # type: ignore[no-untyped-def]
     return g, init
 
 
-def partition(npz, parts_dir):  # type: ignore[no-untyped-def]
+def partition(npz, parts_dir, machines):  # type: ignore[no-untyped-def]
     import dgl
     import torch
 
     g, init = load_graph(npz)
     shutil.rmtree(parts_dir, ignore_errors=True)
     t0 = time.perf_counter()
-    dgl.distributed.partition_graph(g, GRAPH, 2, parts_dir, part_method="metis",
+    dgl.distributed.partition_graph(g, GRAPH, machines, parts_dir, part_method="metis",
                                     balance_ntypes=g.ndata["train_mask"], balance_edges=True,
                                     num_hops=1)
     torch.save(init, os.path.join(parts_dir, "init.pt"))
@@ -161,12 +165,12 @@ def _sh(cmd):  # type: ignore[no-untyped-def]
 
 def absent_reason():  # type: ignore[no-untyped-def]
     if os.geteuid() != 0:
-        return "the 2-machine launch needs root (network and mount namespaces)"
+        return "the multi-machine launch needs root (network and mount namespaces)"
     for tool in ("unshare", "ip"):
         if not shutil.which(tool):
-            return f"the 2-machine launch needs {tool!r} on PATH"
-    if SUBNET in _sh("ip -4 addr; ip -4 route").stdout or _sh(f"ip link show {VETH[0]}").returncode == 0:
-        return f"{SUBNET}0/30 or {VETH[0]} is already in use on this host"
+            return f"the multi-machine launch needs {tool!r} on PATH"
+    if SUBNET in _sh("ip -4 addr; ip -4 route").stdout or _sh(f"ip link show {BRIDGE}").returncode == 0:
+        return f"{SUBNET}0/24 or {BRIDGE} is already in use on this host"
     return None
 
 
@@ -175,16 +179,17 @@ def launch(npz, out_dir, s):  # type: ignore[no-untyped-def]
     if reason:
         print(f"ABSENT {reason}", flush=True)
         return 3
+    machines = int(s.get("machines", 2))
     os.makedirs(out_dir, exist_ok=True)
     parts_dir = os.path.join(out_dir, "parts")
-    part_s = partition(npz, parts_dir)
+    part_s = partition(npz, parts_dir, machines)
     print(f"partition_graph: {part_s:.1f} s", flush=True)
-    ips = [SUBNET + "1", SUBNET + "2"]
+    ips = [SUBNET + str(m + 1) for m in range(machines)]
     port = 31050 + os.getpid() % 1000
     ipc = os.path.join(out_dir, "ip_config.txt")
     with open(ipc, "w") as f:
         f.writelines(f"{ip} {port}\n" for ip in ips)
-    common = dict(DGL_IP_CONFIG=ipc, DGL_NUM_SERVER="1", DGL_NUM_CLIENT="2",
+    common = dict(DGL_IP_CONFIG=ipc, DGL_NUM_SERVER="1", DGL_NUM_CLIENT=str(machines),
                   DGL_CONF_PATH=os.path.join(parts_dir, f"{GRAPH}.json"), DGL_GRAPH_FORMAT="csc",
                   DGL_NUM_SAMPLER="0", DGL_KEEP_ALIVE="0", OMP_NUM_THREADS="1",
                   PYTHONUNBUFFERED="1", DGLBACKEND="pytorch")
@@ -193,33 +198,38 @@ def launch(npz, out_dir, s):  # type: ignore[no-untyped-def]
     t0 = time.time()
     rcs = []
     try:
-        for m in (1, 0):  # machine 1 first: its namespace must exist for the veth
+        r = _sh(f"ip link add {BRIDGE} type bridge && ip addr add {ips[0]}/24 dev {BRIDGE} && "
+                f"ip link set {BRIDGE} up")
+        if r.returncode != 0:
+            raise RuntimeError(f"bridge setup failed: {r.stderr.strip()}")
+        for m in [*range(1, machines), 0]:  # machine 0 last: the others' servers must be up
             srv = dict(common, DGL_ROLE="server", DGL_SERVER_ID=str(m))
             cli = dict(common, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
                        MASTER_ADDR=ips[0], MASTER_PORT=str(port + 100), RANK=str(m),
-                       WORLD_SIZE="2", LOCAL_RANK="0", GLOO_SOCKET_IFNAME=VETH[m])
+                       WORLD_SIZE=str(machines), LOCAL_RANK="0",
+                       GLOO_SOCKET_IFNAME=BRIDGE if m == 0 else NS_IF)
             net = ""
-            if m == 1:
-                net = (f"ip link set lo up; for i in $(seq 100); do ip link show {VETH[1]} "
-                       f">/dev/null 2>&1 && break; sleep 0.1; done; ip addr add {ips[1]}/30 dev "
-                       f"{VETH[1]} && ip link set {VETH[1]} up; ")
+            if m:
+                net = (f"ip link set lo up; for i in $(seq 100); do ip link show {NS_IF} "
+                       f">/dev/null 2>&1 && break; sleep 0.1; done; ip addr add {ips[m]}/24 dev "
+                       f"{NS_IF} && ip link set {NS_IF} up; ")
             env = " ".join(f"{k}={v}" for k, v in srv.items())
             envc = " ".join(f"{k}={v}" for k, v in cli.items())
             script = (f"mount -t tmpfs -o size=8g tmpfs /dev/shm; {net}env {env} {role} & sleep 8; "
                       f"env {envc} {role}; wait")
             logf = open(os.path.join(out_dir, f"launch_m{m}.log"), "w")
             logs.append(logf)
-            ns = ["--net"] if m == 1 else []
+            ns = ["--net"] if m else []
             p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", *ns, "bash", "-c",
                                   script], stdout=logf, stderr=subprocess.STDOUT,
                                  start_new_session=True)
             procs.append(p)
-            if m == 1:
+            if m:
                 time.sleep(0.5)
-                r = _sh(f"ip link add {VETH[0]} type veth peer name {VETH[1]} netns {p.pid} && "
-                        f"ip addr add {ips[0]}/30 dev {VETH[0]} && ip link set {VETH[0]} up")
+                r = _sh(f"ip link add gtdgl{m} type veth peer name {NS_IF} netns {p.pid} && "
+                        f"ip link set gtdgl{m} master {BRIDGE} && ip link set gtdgl{m} up")
                 if r.returncode != 0:
-                    raise RuntimeError(f"veth setup failed: {r.stderr.strip()}")
+                    raise RuntimeError(f"veth setup failed for machine {m}: {r.stderr.strip()}")
         for p in procs:
             try:
                 rcs.append(p.wait(timeout=max(1, float(s["timeout_s"]) - (time.time() - t0))))
@@ -233,13 +243,15 @@ def launch(npz, out_dir, s):  # type: ignore[no-untyped-def]
                 except ProcessLookupError:
                     pass
                 p.wait()
-        _sh(f"ip link del {VETH[0]}")
+        for m in range(1, machines):
+            _sh(f"ip link del gtdgl{m}")
+        _sh(f"ip link del {BRIDGE}")
         for f in logs:
             f.close()
     print(f"launch exit codes {rcs}, wall {time.time() - t0:.0f} s", flush=True)
-    missing = [r for r in (0, 1) if not os.path.exists(os.path.join(out_dir, f"trainer{r}.json"))]
+    missing = [r for r in range(machines) if not os.path.exists(os.path.join(out_dir, f"trainer{r}.json"))]
     if missing:
-        for m in (0, 1):
+        for m in range(machines):
             with open(os.path.join(out_dir, f"launch_m{m}.log")) as f:
                 sys.stdout.write("".join(f"  m{m}| {ln}" for ln in f.readlines()[-15:]))
         return 1

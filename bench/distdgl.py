@@ -50,7 +50,7 @@ from partition.graph import Graph
 WORKLOAD = ["dataset.synthetic.train_frac=0.1", "dataset.synthetic.val_frac=0.05",
             "sampler.fanouts=[15,10,5]", "sampler.batch_size=1024", "model.arch=sage",
             "model.hidden=256", "model.layers=3", "model.dropout=0.2", "train.lr=0.01",
-            "train.optimizer=adam", "train.eval=sampled", "cluster.workers=2", "partition.parts=2", "partition.method=metis"]
+            "train.optimizer=adam", "train.eval=sampled", "partition.method=metis"]
 SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
          "dataset.synthetic.classes=8", "dataset.synthetic.train_frac=0.6", "sampler.batch_size=256",
          "model.hidden=64"]
@@ -139,7 +139,7 @@ def run_gnntrain(cfg: RunConfig, graph: Graph, precision: str) -> dict[str, Any]
     eps = read_metrics(s)
     rss = sorted((kib / 2**20 for role, kib in seen.values() if role == "gnntrain:worker"),
                  reverse=True)
-    return row(f"gnntrain, 2 Ray workers, {precision}", [e["epoch_s"] for e in eps],
+    return row(f"gnntrain, {cfg.cluster.workers} Ray workers, {precision}", [e["epoch_s"] for e in eps],
                [e.get("test_acc") for e in eps], [e["loss"] for e in eps], rss,
                (load0, round(os.getloadavg()[0], 2)),
                bytes_per_epoch=float(np.mean([e["comm"]["total_bytes"] for e in timed(eps)])),
@@ -161,7 +161,8 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
     settings = {"epochs": epochs, "fanouts": list(cfg.sampler.fanouts),
                 "batch_size": cfg.sampler.batch_size, "hidden": cfg.model.hidden,
                 "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
-                "seed": cfg.train.seed, "eval_every": cfg.train.eval_every, "timeout_s": timeout_s}
+                "seed": cfg.train.seed, "eval_every": cfg.train.eval_every, "timeout_s": timeout_s,
+                "machines": cfg.cluster.workers}
     load0 = round(os.getloadavg()[0], 2)
     try:
         with peak_rss() as seen:
@@ -178,7 +179,7 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
         return {"absent": f"the DistDGL job failed (rc={proc.returncode}):\n{tail}"}
-    recs = [json.loads((out / f"trainer{r}.json").read_text()) for r in (0, 1)]
+    recs = [json.loads((out / f"trainer{r}.json").read_text()) for r in range(cfg.cluster.workers)]
     n = min(len(r["epochs"]) for r in recs)
     epoch_s = [max(r["epochs"][i]["epoch_s"] for r in recs) for i in range(n)]  # slowest trainer
     accs = [sum(r["epochs"][i]["test_correct"] for r in recs) /
@@ -190,7 +191,7 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
         m = role.rsplit(":", 1)[1]
         per_machine[m] = per_machine.get(m, 0.0) + kib / 2**20
     parts = {role: round(kib / 2**20, 3) for role, kib in seen.values()}
-    return row(f"DistDGL {recs[0]['dgl']}, 2 machines x 1 trainer", epoch_s, accs, losses,
+    return row(f"DistDGL {recs[0]['dgl']}, {len(recs)} machines x 1 trainer", epoch_s, accs, losses,
                sorted(per_machine.values(), reverse=True), (load0, round(os.getloadavg()[0], 2)),
                steps=max(r["epochs"][0]["steps"] for r in recs), rss_by_process_gib=parts)
 
@@ -243,14 +244,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=int, default=None,
                     help="epochs between test evaluations (default 4, smoke 1; the last epoch always)")
     ap.add_argument("--timeout", type=float, default=1500.0, help="seconds allowed for the DistDGL job")
+    ap.add_argument("--machines", type=int, default=2,
+                    help="DistDGL machines = gnntrain Ray workers = parts (default 2)")
+    ap.add_argument("--seed", type=int, default=0, help="train.seed: initial parameters and every stream")
     args = ap.parse_args(argv)
     epochs = args.epochs or (2 if args.smoke else 8)
     every = args.eval_every or (1 if args.smoke else 4)
-    if every < 1 or epochs < 2 or (args.target is not None and not 0 < args.target <= 1):
-        ap.error(f"--eval-every={every} (>= 1), --epochs={epochs} (>= 2: the first is not timed), --target={args.target} (in (0, 1])")
-    tag = "distdgl-smoke" if args.smoke else "distdgl"
+    if (every < 1 or epochs < 2 or (args.target is not None and not 0 < args.target <= 1)
+            or not 2 <= args.machines <= 8):
+        ap.error(f"--eval-every={every} (>= 1), --epochs={epochs} (>= 2: the first is not timed), "
+                 f"--target={args.target} (in (0, 1]), --machines={args.machines} (2 to 8)")
+    tag = "distdgl-smoke" if args.smoke else "distdgl" + ("" if args.machines == 2 else f"-{args.machines}m")
     cfg = bench_config("synthetic-small.yaml", [*WORKLOAD, *(SMOKE if args.smoke else []),
-                                                f"train.epochs={epochs}", f"train.eval_every={every}"], tag)
+                                                f"train.epochs={epochs}", f"train.eval_every={every}",
+                                                f"cluster.workers={args.machines}", f"partition.parts={args.machines}",
+                                                f"train.seed={args.seed}"], tag)
     graph = load_dataset(cfg.dataset)
     load0 = round(os.getloadavg()[0], 2)
     print(f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.train_idx.size:,} training "
@@ -271,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  DistDGL: {r.get('epoch_s', float('nan')):.2f} s/epoch", flush=True)
     from gnntrain.runtime.cluster import ray_session
 
-    with ray_session(cfg.cluster, 2):
+    with ray_session(cfg.cluster, args.machines):
         for prec in ("fp32", "bf16"):
             rows[prec] = run_gnntrain(cfg, graph, prec)
             print(f"  gnntrain {prec}: {rows[prec]['epoch_s']:.2f} s/epoch", flush=True)

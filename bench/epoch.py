@@ -3,6 +3,7 @@
     python -m bench.epoch                 # synthetic-small (100k nodes), ~20 min on 2 cores
     python -m bench.epoch --smoke         # a 3k-node graph, tiny model (seconds)
     python -m bench.epoch --only ours,dgl --threads 1
+    python -m bench.epoch --only ours,dgl --threads 1 --precision fp32,bf16
 
 Workload (the issue fixes it): ``datasets/synthetic-small.yaml`` with fanouts [15, 10, 5],
 batch 1024, 3-layer GraphSAGE (mean), hidden 256, dropout 0.5, Adam lr 0.003, every
@@ -11,7 +12,10 @@ other setting from the YAML. Sections:
 * ``ours``: the single-process reference trainer (``run_training(single_process=True)``)
   with torch set to each ``--threads`` count first (its batch-prefetch thread comes on
   top). Since commit 56ebaa3 the trainer itself sets cores - 1 threads when it prefetches;
-  the row shows the count it used and "(asked N)" when that differs.
+  the row shows the count it used and "(asked N)" when that differs. With ``--precision
+  fp32,bf16`` it runs once per precision (``train.precision``) at each thread count; DGL
+  always runs in float32 (its loop has no autocast), so a bf16 row's ratio is against
+  DGL's float32 loop.
 * ``dgl``: DGL's single-process GraphSAGE loop (``bench/_dgl_epoch.py``: DGL's
   ``NeighborSampler`` + ``DataLoader(num_workers=0)`` + ``dgl.nn.SAGEConv``) on the same
   graph, written to an .npz in bench/out and run by ``$GNNTRAIN_DGL_PYTHON``, at the
@@ -373,6 +377,12 @@ def print_targets(results: dict[str, dict[str, Any]], threads: list[int]) -> dic
             out[f"ours_over_dgl_{t}"] = r
             print(f"ours / DGL epoch time at {t} thread(s) = {r:.2f}x "
                   f"(target <= 1.0x: {'met' if r <= 1.0 else 'missed'})")
+        if f"oursbf16{t}" in results and f"dgl{t}" in results:
+            r = results[f"oursbf16{t}"]["epoch_s"] / results[f"dgl{t}"]["epoch_s"]
+            out[f"ours_bf16_over_dgl_{t}"] = r
+            target = 0.5 if t == 1 else None  # issue 17: single process, 1 thread
+            print(f"ours in bf16 / DGL (float32) epoch time at {t} thread(s) = {r:.2f}x "
+                  + (f"(target <= {target}x: {'met' if r <= target else 'missed'})" if target else "(recorded)"))
     return out
 
 
@@ -416,9 +426,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--pyg-epochs", type=int, default=None,
                     help="full-batch epochs (= optimiser steps; default 20, smoke 3)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    ap.add_argument("--precision", default="fp32",
+                    help="train.precision of our single-process rows (comma-separated: fp32,bf16)")
     ap.add_argument("--keep-runs", action="store_true", help="keep the run directories in bench/out/runs")
     args = ap.parse_args(argv)
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    args.precision = [s.strip() for s in args.precision.split(",") if s.strip()]
     args.pyg_epochs = args.pyg_epochs or (3 if args.smoke else 20)
     try:
         given = args.threads or ("1" if args.smoke else "1,2")
@@ -426,9 +439,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     except ValueError:
         args.threads = []
     if ([s for s in args.only if s not in SECTIONS] or args.epochs < 1 or args.pyg_epochs < 1
-            or not args.threads or min(args.threads) < 1):
+            or not args.threads or min(args.threads) < 1
+            or not args.precision or [p for p in args.precision if p not in ("fp32", "bf16")]):
         ap.error(f"--only={','.join(args.only)!r} (allowed {','.join(SECTIONS)}), --epochs="
-                 f"{args.epochs} and --pyg-epochs={args.pyg_epochs} (>= 1), --threads (integers >= 1)")
+                 f"{args.epochs} and --pyg-epochs={args.pyg_epochs} (>= 1), --threads (integers >= 1), "
+                 f"--precision={','.join(args.precision)!r} (fp32, bf16)")
     return args
 
 
@@ -453,13 +468,16 @@ def main(argv: list[str] | None = None) -> int:
     if "dgl" in only and not dgl_python:
         notes.append("DGL not run: set GNNTRAIN_DGL_PYTHON to a Python with dgl")
     for t in args.threads:  # ours and DGL back to back at each thread count
-        if "ours" in only or ("overhead" in only and t == 1):
-            r = run_ours(cfg, graph, label="ours, single process", threads=t, keep=args.keep_runs)
+        for prec in args.precision if ("ours" in only or ("overhead" in only and t == 1)) else []:
+            cfg_p = cfg if prec == "fp32" else load_config(raw=cfg.model_dump(mode="json"),
+                                                            overrides=[f"train.precision={prec}"])
+            r = run_ours(cfg_p, graph, label="ours, single process", threads=t, keep=args.keep_runs)
             r["label"] += f", {r['threads']} thr" + (f" (asked {t})" if r["threads"] != t else "")
+            r["label"] += "" if prec == "fp32" else f", {prec}"
             if r["threads"] != t:
                 notes.append(f"the single-process trainer chose {r['threads']} torch thread(s) "
                              f"when {t} were set (gnntrain.runtime.group.LocalGroup)")
-            results[f"ours{t}"] = r
+            results[f"ours{t}" if prec == "fp32" else f"ours{prec}{t}"] = r
             print(f"  {r['label']}: {r['epoch_s']:.2f} s/epoch")
         if "dgl" in only and dgl_python:
             try:

@@ -4,7 +4,7 @@
     python -m bench.smoke --only epoch,comm
 
 Each module (sampling, cache, partition, partition_scale, synthetic, epoch, precision, distdgl,
-workers, comm, faults, embedding, typed, link; a module that
+workers, comm, faults, soak, embedding, typed, link; a module that
 does not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
 own process (its own Ray instance, its own memory), with a time limit. Their output
 goes straight through; a summary table follows. A module fails when it exits non-zero
@@ -25,7 +25,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
-           "distdgl", "workers", "comm", "faults", "embedding", "typed", "link")
+           "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link")
 
 
 def command(name: str) -> list[str]:

@@ -38,7 +38,7 @@ __all__ = [
     "DATA_ENV", "CacheConfig", "ChunksDataset", "ClusterConfig", "ConfigError", "CsvDataset",
     "DatasetConfig", "FaultConfig", "HeterophilousDataset", "LightGcnDataset", "LoadedDataset",
     "ModelConfig", "NodeEmbeddingConfig", "NpzDataset", "OgbDataset", "OgblDataset", "PartitionConfig",
-    "PlanetoidDataset", "RunConfig", "SamplerConfig", "SyntheticConfig",
+    "PlanetoidDataset", "RunConfig", "SamplerConfig", "ScheduledFault", "SyntheticConfig",
     "SyntheticDataset", "TaskConfig", "TrainConfig", "data_root", "load_config", "parse_dataset",
 ]
 
@@ -539,7 +539,22 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return host, port
 
 
-class FaultConfig(_Frozen):
+class _FaultPoint(_Frozen):
+    """Where an injected fault strikes: worker ``rank`` at (``epoch``, ``step``)."""
+
+    rank: int = Field(0, ge=0)
+    epoch: int = Field(0, ge=0)
+    step: int = Field(0, ge=0)
+
+
+class ScheduledFault(_FaultPoint):
+    """One entry of ``faults.schedule``: a fault that stops the run (``raise``, ``exit``
+    or ``stall``) at one point, on one attempt of the run."""
+
+    kind: Literal["raise", "exit", "stall"]
+
+
+class FaultConfig(_FaultPoint):
     """Fault injection for tests and drills: worker ``rank`` fails at (``epoch``, ``step``).
 
     ``raise`` raises in the training step, ``exit`` kills the worker process, ``stall``
@@ -547,14 +562,51 @@ class FaultConfig(_Frozen):
     kinds are slow but never stalled, and must not be failed: ``slow`` sleeps ``seconds``
     after every step from (``epoch``, ``step``) on, ``busy`` computes for ``seconds`` once
     at (``epoch``, ``step``) without advancing its step. Off by default.
+
+    ``schedule`` injects several faults in order instead of one (with ``kind: none``):
+    entry i fires only on attempt i of the run, the attempt after i recoveries, so n
+    entries are n failures, one per attempt. A recovery restarts from the last
+    epoch-boundary checkpoint, so every entry lies in a later epoch than the one before.
     """
 
     kind: Literal["none", "raise", "exit", "stall", "slow", "busy"] = "none"
-    rank: int = Field(0, ge=0)
-    epoch: int = Field(0, ge=0)
-    step: int = Field(0, ge=0)
     times: int = Field(1, ge=1, description="how many attempts of the run the fault hits")
     seconds: float = Field(1.0, gt=0, description="the delay of kind slow / busy")
+    schedule: list[ScheduledFault] = Field(
+        default_factory=list, description="faults injected one per attempt: entry i on the "
+        "attempt after i recoveries, at its (epoch, step) on its rank; epochs strictly "
+        "increasing; only with kind none")
+
+    @model_validator(mode="after")
+    def _one_way_to_inject(self) -> FaultConfig:
+        if self.schedule and self.kind != "none":
+            raise ValueError(f"faults.kind={self.kind!r} together with faults.schedule "
+                             f"({len(self.schedule)} entries): use one or the other (kind none "
+                             "with a schedule)")
+        for i, (a, b) in enumerate(zip(self.schedule, self.schedule[1:], strict=False)):
+            if b.epoch <= a.epoch:
+                raise ValueError(
+                    f"faults.schedule[{i + 1}].epoch={b.epoch} after faults.schedule[{i}].epoch="
+                    f"{a.epoch}: epochs must strictly increase (a recovery goes back to the last "
+                    "epoch-boundary checkpoint, so the next fault must lie in a later epoch)")
+        return self
+
+    def points(self) -> list[tuple[str, _FaultPoint]]:
+        """(config path, fault) of every fault this section injects."""
+        single = [] if self.kind == "none" else [("faults", self)]
+        return single + [(f"faults.schedule[{i}]", f) for i, f in enumerate(self.schedule)]
+
+    def on_attempt(self, attempt: int) -> FaultConfig:
+        """The single fault attempt ``attempt`` of the run injects: this section itself
+        without a schedule; with one, its entry ``attempt`` (fired on that attempt only),
+        or no fault once the schedule is spent."""
+        if not self.schedule:
+            return self
+        if attempt >= len(self.schedule):
+            return FaultConfig()
+        e = self.schedule[attempt]
+        # `times` counts attempts from the first: attempt i is the last one it hits
+        return FaultConfig(kind=e.kind, rank=e.rank, epoch=e.epoch, step=e.step, times=attempt + 1)
 
 
 class RunConfig(_Frozen):
@@ -585,6 +637,20 @@ class RunConfig(_Frozen):
             raise ValueError(
                 f"partition.parts={self.partition.parts} but cluster.workers={self.cluster.workers}: "
                 "each worker owns exactly one part; set both (or use --workers K)")
+        return self
+
+    @model_validator(mode="after")
+    def _faults_fit_the_run(self) -> RunConfig:
+        workers = self.cluster.workers
+        for where, f in self.faults.points():
+            if f.rank >= workers:
+                raise ValueError(f"{where}.rank={f.rank} but cluster.workers={workers}: a fault "
+                                 f"must strike a worker that exists (rank 0..{workers - 1})")
+        if len(self.faults.schedule) > self.train.max_failures:
+            raise ValueError(
+                f"train.max_failures={self.train.max_failures} but faults.schedule has "
+                f"{len(self.faults.schedule)} entries: each entry is one failure the run must "
+                f"recover from; set train.max_failures >= {len(self.faults.schedule)}")
         return self
 
 

@@ -3,8 +3,12 @@
 A :class:`FaultInjector` is a step hook: the worker calls it after every training step,
 and on worker ``rank`` at (``epoch``, ``step``) it raises, kills the process, stalls, or
 is slow without stalling (``slow``: sleeps after every step; ``busy``: computes for a while).
-It is installed only when ``faults.kind`` is not ``none``, so production training never
-carries it.
+It is installed only when the ``faults:`` section asks for a fault on this worker in this
+attempt, so production training never carries it.
+
+``faults.schedule`` injects several faults, one per attempt of the run (the attempt
+after i recoveries fires entry i): :meth:`FaultConfig.on_attempt` turns the entry for an
+attempt into the single fault this class serves, so both forms run the same code.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ class FaultInjector:
 
     @classmethod
     def hooks(cls, cfg: FaultConfig, rank: int, attempt: int) -> list[FaultInjector]:
-        """The step hooks ``cfg`` asks for on this worker (none when faults are off)."""
-        return [] if cfg.kind == "none" or cfg.rank != rank else [cls(cfg, rank, attempt)]
+        """The step hooks ``cfg`` asks for on worker ``rank`` in attempt ``attempt`` of the
+        run (none when that attempt injects no fault on this worker)."""
+        f = cfg.on_attempt(attempt)
+        return [] if f.kind == "none" or f.rank != rank else [cls(f, rank, attempt)]
 
     def __call__(self, epoch: int, step: int) -> None:
         f = self.cfg

@@ -1,0 +1,287 @@
+"""Soak: a long run with a fault injected every few minutes (not in CI).
+
+    python -m bench.soak                          # synthetic-small, 4 workers, 30 min, a fault every 3 min
+    python -m bench.soak --minutes 3 --every-min 1
+    python -m bench.soak --smoke                  # synthetic-tiny, 2 workers, 6 epochs, two faults
+
+Workload: ``datasets/synthetic-small.yaml`` on ``--workers`` Ray workers (one part each),
+a checkpoint every epoch (the last 2 kept), collective timeout 60 s (a stalled worker's
+peers give up on their all-reduce after it, also on a loaded 2-core machine), the
+default stall limit. First a 2-epoch undisturbed probe of the same config measures the
+epoch time (the wall time between the first and second epoch's metrics line, so
+evaluation and checkpointing count). The soak run then trains ceil(minutes * 60 / epoch
+time) epochs (at least 5, so the memory growth below can be measured) with
+``faults.schedule`` set to one fault every k = max(1, round(every_min * 60 / epoch time))
+epochs (0-based epochs k, 2k, ... before the last), at step 1 of that epoch, kinds
+rotating raise, exit, stall and ranks rotating 0..workers-1, and ``train.max_failures`` =
+the number of faults. The faults add their detection and recovery time to the run (a
+stall: about the collective timeout). ``--smoke`` runs ``datasets/synthetic-tiny.yaml``
+on 2 workers for 6 epochs with a fault every 2 (raise, then exit).
+
+While the run goes, a thread samples the RSS of every live worker process (``ray::GnnWorker``
+descendants of this process, zombies left out) 4 times a second and closes an epoch's
+record when its line appears in the run's ``metrics.jsonl``, from the last sample taken
+before the line (at most two sampling intervals before the epoch's end, when the next
+epoch's fault cannot have struck yet): the largest worker RSS (max), the workers' mean
+RSS (mean) and the live workers. An epoch that is redone after a fault replaces its
+earlier record. The run has a hard wall-clock limit (twice the planned epochs' time +
+10 min): past it the module reports a hang, kills this run's workers and exits 2.
+
+Checks (``bench.verdict``; exit status 1 when one fails): every epoch finished; every
+scheduled fault is in the summary's failures, with a recovery time and a restart from its
+epoch's checkpoint; never more live workers at an epoch's end than ``--workers`` (a
+recovery that leaks a process shows as extra ones); no worker process left 30 s after the
+run; memory flat: the mean worker RSS over the last 3 epochs / that of epoch 2 (1-based,
+after warm-up) < 1.05. The table lists per epoch the wall time since the run's start,
+worker RSS max / mean (MiB), live workers and the fault injected in it; the failures list
+kind, rank, epoch, ``detect s`` (attempt start -> failure detected, ``after_s``) and
+``recovery s`` (detected -> new workers ready). The 1-minute load average is recorded
+before and after. JSON: bench/out/soak.json (``soak-smoke.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.epoch import OUT, bench_config, machine, quiet
+from bench.verdict import Check, check, conclude, finish
+from gnntrain.config import RunConfig, load_config
+from gnntrain.rundir import RunDir
+from gnntrain.runtime.ray_group import worker_processes
+
+KINDS = ("raise", "exit", "stall")
+MIB = 2**20
+
+
+def soak_config(yaml_name: str, workers: int, tag: str, *extra: str) -> RunConfig:
+    return bench_config(yaml_name, [f"cluster.workers={workers}", f"partition.parts={workers}",
+                                    "train.checkpoint_every=1", "train.keep_checkpoints=2",
+                                    "cluster.collective_timeout_s=60", *extra], tag)
+
+
+def schedule(epochs: int, every: int, workers: int) -> list[dict[str, Any]]:
+    """One fault every ``every`` epochs (epochs every, 2 every, ... before the last), at
+    step 1; kinds rotate raise, exit, stall and ranks 0..workers-1."""
+    return [{"kind": KINDS[i % len(KINDS)], "rank": i % workers, "epoch": e, "step": 1}
+            for i, e in enumerate(range(every, epochs, every))]
+
+
+def plan(epoch_s: float, minutes: float, every_min: float, workers: int) -> tuple[int, list[dict[str, Any]]]:
+    """(epochs, fault schedule) of a soak of ``minutes`` with a fault every ``every_min``."""
+    epochs = max(5, math.ceil(round(minutes * 60 / epoch_s, 6)))  # 5: room to measure growth
+    every = max(1, round(every_min * 60 / epoch_s))
+    return epochs, schedule(epochs, every, workers)
+
+
+class Watch:
+    """Samples the live workers' RSS every ``every_s`` and closes one record per
+    epoch line of the run's ``metrics.jsonl`` under ``run_root`` (see the module docstring)."""
+
+    def __init__(self, run_root: Path, every_s: float = 0.25) -> None:
+        self.run_root, self.every_s = run_root, every_s
+        self.t0 = time.monotonic()
+        self.epochs: dict[int, dict[str, Any]] = {}  # 1-based epoch -> its record
+        self.epoch_times: list[float] = []  # when each epoch line was first seen
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    @staticmethod
+    def live() -> dict[int, int]:
+        """pid -> RSS (bytes) of every live worker process of this process."""
+        out = {}
+        for p in worker_processes():
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    out[p.pid] = p.memory_info().rss
+            except psutil.Error:
+                continue
+        return out
+
+    def _lines(self) -> int:
+        files = list(self.run_root.glob("*/metrics.jsonl"))
+        if not files:
+            return 0
+        return sum(1 for ln in files[0].read_text().splitlines() if ln.strip())
+
+    def _loop(self) -> None:
+        done, before = 0, {}  # epoch lines seen; a sample surely taken before the newest line
+        while not self._stop.is_set():
+            now = self.live()
+            n = self._lines()
+            if n > done:  # epochs done+1..n finished (a truncation after a fault only lowers n)
+                for epoch in range(done + 1, n + 1):
+                    self._close(epoch, before)
+            done = n
+            before = now  # taken before this read of the metrics, so before any line it missed
+            self._stop.wait(self.every_s)
+
+    def _close(self, epoch: int, live: dict[int, int]) -> None:
+        rss = list(live.values()) or [0]
+        self.epochs[epoch] = {"epoch": epoch, "wall_s": time.monotonic() - self.t0,
+                              "rss_max_mib": max(rss) / MIB, "rss_mean_mib": sum(rss) / len(rss) / MIB,
+                              "live_workers": len(live)}
+        self.epoch_times.append(time.monotonic())
+
+
+def train_guarded(cfg: RunConfig, run_root: Path, limit_s: float) -> tuple[dict[str, Any] | None, str | None, Watch]:
+    """Run ``cfg`` in a thread under a :class:`Watch`; (summary, error, watch). The
+    summary is None and the error says "hang" when the run is still going after ``limit_s``."""
+    from gnntrain.runtime.coordinator import run_training
+
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["summary"] = run_training(cfg, progress=False, console=quiet())
+        except Exception as e:  # noqa: BLE001 - a failed soak is a result, reported below
+            result["error"] = f"{type(e).__name__}: {str(e)[:500]}"
+
+    with Watch(run_root) as watch:
+        t = threading.Thread(target=target, daemon=True)
+        t.start()
+        t.join(timeout=limit_s)
+    if t.is_alive():
+        return None, f"hang: the run was still going after {limit_s:.0f} s", watch
+    return result.get("summary"), result.get("error"), watch
+
+
+def wait_gone(timeout_s: float = 30.0) -> tuple[int, float]:
+    """(live worker processes left, seconds waited) once none is left or ``timeout_s`` passed."""
+    t0 = time.monotonic()
+    while Watch.live() and time.monotonic() - t0 < timeout_s:
+        time.sleep(0.5)
+    return len(Watch.live()), time.monotonic() - t0
+
+
+def kill_workers() -> None:
+    for p in worker_processes():
+        try:
+            p.kill()
+        except psutil.Error:
+            continue
+
+
+def growth(rows: list[dict[str, Any]]) -> float | None:
+    """Mean worker RSS over the last 3 epochs / that of epoch 2 (None under 5 epochs)."""
+    by = {r["epoch"]: r["rss_mean_mib"] for r in rows}
+    last = sorted(by)[-3:]
+    if 2 not in by or len(by) < 5 or not by[2]:
+        return None
+    return sum(by[e] for e in last) / len(last) / by[2]
+
+
+def report(rows: list[dict[str, Any]], faults: list[dict[str, Any]], failures: list[dict[str, Any]]) -> None:
+    at = {f["epoch"] + 1: f"{f['kind']} rank {f['rank']} step {f['step']}" for f in faults}
+    print(f"{'epoch':>5} {'wall s':>8} {'RSS max MiB':>11} {'RSS mean MiB':>12} {'live':>4}  fault")
+    for r in rows:
+        print(f"{r['epoch']:>5} {r['wall_s']:>8.1f} {r['rss_max_mib']:>11.0f} {r['rss_mean_mib']:>12.0f} "
+              f"{r['live_workers']:>4}  {at.get(r['epoch'], '')}")
+    print("(epoch is 1-based; a fault's row is the epoch it struck, which was redone)")
+    print(f"\n{'kind':<6} {'rank':>4} {'epoch':>5} {'blamed':>6} {'restart':>7} {'detect s':>8} {'recovery s':>10}")
+    for f, got in zip(faults, failures + [{}] * len(faults), strict=False):
+        print(f"{f['kind']:<6} {f['rank']:>4} {f['epoch']:>5} {got.get('worker', '-'):>6} "
+              f"{got.get('restart_from_epoch', '-'):>7} {got.get('after_s', float('nan')):>8.1f} "
+              f"{got.get('recovery_s', float('nan')):>10.1f}")
+
+
+def checks(cfg: RunConfig, s: dict[str, Any] | None, faults: list[dict[str, Any]], rows: list[dict[str, Any]],
+           left: int, grow: float | None) -> list[Check]:
+    failures = (s or {}).get("failures") or []
+    recovered = len(failures) == len(faults) and all(
+        got.get("recovery_s") is not None and got.get("restart_from_epoch") == f["epoch"]
+        for f, got in zip(faults, failures, strict=False))
+    most = max((r["live_workers"] for r in rows), default=0)
+    return [
+        check(f"all {cfg.train.epochs} epochs finished", s is not None and s["epochs"] == cfg.train.epochs,
+              f"{None if s is None else s['epochs']} epochs"),
+        check(f"every one of the {len(faults)} scheduled faults recovered from its epoch's checkpoint",
+              recovered, f"{len(failures)} failures, restarts from "
+              f"{[g.get('restart_from_epoch') for g in failures]}, scheduled epochs {[f['epoch'] for f in faults]}"),
+        check(f"never more than {cfg.cluster.workers} live workers at an epoch's end",
+              most <= cfg.cluster.workers, f"at most {most}"),
+        check("no worker process left 30 s after the run", left == 0, f"{left} left"),
+        check("worker memory flat: mean RSS of the last 3 epochs / epoch 2 < 1.05",
+              grow is not None and grow < 1.05, "not measured (under 5 epochs)" if grow is None else f"{grow:.3f}"),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=30.0, help="length of the soak run, without its faults' cost")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--every-min", type=float, default=3.0, help="minutes between faults")
+    ap.add_argument("--smoke", action="store_true", help="synthetic-tiny, 2 workers, 6 epochs, two faults")
+    args = ap.parse_args(argv)
+    if args.minutes <= 0 or args.every_min <= 0 or args.workers < 1:
+        ap.error(f"--minutes {args.minutes}, --every-min {args.every_min}, --workers {args.workers}: "
+                 "all must be positive")
+    tag = "soak-smoke" if args.smoke else "soak"
+    yaml_name, workers = ("synthetic-tiny.yaml", 2) if args.smoke else ("synthetic-small.yaml", args.workers)
+    root = OUT / "runs" / tag
+    shutil.rmtree(root, ignore_errors=True)
+    info = machine()
+    load0 = round(os.getloadavg()[0], 2)
+    from gnntrain.runtime.cluster import ray_session
+
+    base = soak_config(yaml_name, workers, f"{tag}/probe", "train.epochs=2")
+    with ray_session(base.cluster, workers):
+        s, err, probe = train_guarded(base, root / "probe", limit_s=1200)
+        if s is None or len(probe.epoch_times) < 2:
+            return conclude("soak", [check("the 2-epoch probe finishes", False, str(err))])
+        # between the two lines; never less than the training the metrics count (lines seen together)
+        epoch_s = max(probe.epoch_times[1] - probe.epoch_times[0],
+                      RunDir(Path(s["run_dir"])).metrics()[1]["epoch_s"])
+        minutes, every_min = (6 * epoch_s / 60, 2 * epoch_s / 60) if args.smoke else (args.minutes, args.every_min)
+        epochs, faults = plan(epoch_s, minutes, every_min, workers)
+        raw = soak_config(yaml_name, workers, f"{tag}/soak").model_dump(mode="json")
+        raw["faults"]["schedule"] = faults
+        cfg = load_config(raw=raw, overrides=[f"train.epochs={epochs}", f"train.max_failures={len(faults)}"])
+        print(f"soak: {yaml_name}, {workers} Ray workers, probe epoch {epoch_s:.1f} s -> {epochs} epochs, "
+              f"{len(faults)} faults at epochs {[f['epoch'] for f in faults]}; load average {load0}", flush=True)
+        limit = 2 * epochs * epoch_s + 600
+        t0 = time.perf_counter()
+        s, err, watch = train_guarded(cfg, root / "soak", limit_s=limit)
+        wall = time.perf_counter() - t0
+        if err is not None and err.startswith("hang"):
+            print(f"HANG: {err}; killing this run's workers")
+            kill_workers()
+            conclude("soak", [check("the run ends within its wall-clock limit", False, err)])
+            os._exit(2)  # the run's thread holds Ray: leave without waiting for it
+        left, waited = wait_gone()
+    rows = [watch.epochs[e] for e in sorted(watch.epochs)]
+    grow = growth(rows)
+    failures = (s or {}).get("failures") or []
+    report(rows, faults, failures)
+    load1 = round(os.getloadavg()[0], 2)
+    print(f"\nrun {wall:.0f} s; error: {err or 'none'}; worker processes left {left} after {waited:.1f} s; "
+          f"RSS growth (last 3 epochs / epoch 2) {'-' if grow is None else f'{grow:.3f}'}; "
+          f"load average {load0} -> {load1}")
+    out: dict[str, Any] = {
+        "machine": info, "config": yaml_name, "workers": workers, "probe_epoch_s": epoch_s,
+        "epochs": epochs, "schedule": faults, "wall_s": wall, "error": err, "rows": rows,
+        "failures": [{k: v for k, v in f.items() if k != "detail"} for f in failures],
+        "workers_left": left, "rss_growth": grow, "loadavg_before": load0, "loadavg_after": load1}
+    status = finish("soak", checks(cfg, s, faults, rows, left, grow), out, OUT / f"{tag}.json")
+    shutil.rmtree(root, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

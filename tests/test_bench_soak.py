@@ -1,0 +1,31 @@
+"""bench.soak's plan: the fault schedule it builds is one the config accepts."""
+
+from __future__ import annotations
+
+from bench.soak import growth, plan, soak_config
+from gnntrain.config import load_config
+
+
+def test_the_plan_rotates_kinds_and_ranks_every_few_epochs() -> None:
+    epochs, faults = plan(epoch_s=6.0, minutes=3, every_min=1, workers=4)
+    assert epochs == 30
+    assert [(f["kind"], f["rank"], f["epoch"], f["step"]) for f in faults] == [
+        ("raise", 0, 10, 1), ("exit", 1, 20, 1)]
+    epochs, faults = plan(epoch_s=1.0, minutes=0.25, every_min=0.05, workers=4)
+    assert epochs == 15 and [f["epoch"] for f in faults] == [3, 6, 9, 12]
+    assert [f["kind"] for f in faults] == ["raise", "exit", "stall", "raise"]
+    assert [f["rank"] for f in faults] == [0, 1, 2, 3]
+
+
+def test_the_planned_schedule_is_a_valid_config() -> None:
+    epochs, faults = plan(epoch_s=1.0, minutes=0.25, every_min=0.05, workers=4)
+    raw = soak_config("synthetic-tiny.yaml", 4, "test").model_dump(mode="json")
+    raw["faults"]["schedule"] = faults
+    cfg = load_config(raw=raw, overrides=[f"train.epochs={epochs}", f"train.max_failures={len(faults)}"])
+    assert [f.epoch for f in cfg.faults.schedule] == [3, 6, 9, 12]
+
+
+def test_growth_compares_the_last_three_epochs_with_epoch_two() -> None:
+    rows = [{"epoch": e, "rss_mean_mib": v} for e, v in enumerate([50, 100, 100, 104, 105, 106], start=1)]
+    assert growth(rows) == 1.05
+    assert growth(rows[:4]) is None  # too short to tell

@@ -1,11 +1,12 @@
-"""gnntrain on 2 Ray workers (fp32 and bf16) against DistDGL 2.1 on 2 machines × 1 trainer, same run.
+"""gnntrain on M Ray workers (fp32 and bf16) against DistDGL 2.1 on M machines × 1 trainer, same run.
 
-    python -m bench.distdgl                 # 100k nodes / 2M edges, 8 epochs each (not in CI)
-    python -m bench.distdgl --epochs 16
+    python -m bench.distdgl                 # 100k nodes / 2M edges, 2 machines, 8 epochs each (not in CI)
+    python -m bench.distdgl --epochs 40 --eval-every 8
+    python -m bench.distdgl --machines 4 --seed 1
     python -m bench.distdgl --smoke         # 3k nodes, tiny model, gnntrain only (no DGL needed)
 
 Workload (issue 17): ``datasets/synthetic-small.yaml`` (100k nodes, ~2M edges, 100 features,
-40 classes) with a 10% / 5% / rest split as the DistDGL peer graphs use, METIS into 2 parts,
+40 classes) with a 10% / 5% / rest split as the DistDGL peer graphs use, METIS into M parts,
 3-layer GraphSAGE (mean) hidden 256, dropout 0.2, fanouts [15, 10, 5], batch 1024 per
 trainer, Adam lr 0.01. After every epoch each system evaluates the test nodes with the
 training fanouts (``train.eval=sampled``; DistDGL's ``DistNodeDataLoader``) every
@@ -13,7 +14,8 @@ training fanouts (``train.eval=sampled``; DistDGL's ``DistNodeDataLoader``) ever
 
 Rows, run back to back: DistDGL (``bench/_distdgl_peer.py`` under ``$GNNTRAIN_DGL_PYTHON``:
 ``partition_graph`` + one server and one trainer per machine, each machine in its own network
-and mount namespace; needs root, ``unshare``, ``ip``), then gnntrain 2 Ray workers fp32, then
+and mount namespace, joined by a bridge; needs root, ``unshare``, ``ip``), then gnntrain with
+as many Ray workers (``--machines``, default 2) fp32, then
 bf16 (``train.precision``). Without DGL, root or the tools the DistDGL row is reported absent
 with the reason. Per row: mean epoch time over the epochs after the first, test accuracy after
 the last epoch, time to the target accuracy (the summed epoch times up to the first evaluated
@@ -41,7 +43,16 @@ from typing import Any
 import numpy as np
 import psutil
 
-from bench.epoch import OUT, bench_config, dgl_state, majority_share, quiet, read_metrics, timed
+from bench.epoch import (
+    OUT,
+    bench_config,
+    dgl_state,
+    machine,
+    majority_share,
+    quiet,
+    read_metrics,
+    timed,
+)
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
@@ -247,13 +258,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machines", type=int, default=2,
                     help="DistDGL machines = gnntrain Ray workers = parts (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="train.seed: initial parameters and every stream")
+    ap.add_argument("--precision", default="fp32,bf16",
+                    help="gnntrain rows' train.precision, in order (default fp32,bf16)")
     args = ap.parse_args(argv)
     epochs = args.epochs or (2 if args.smoke else 8)
     every = args.eval_every or (1 if args.smoke else 4)
     if (every < 1 or epochs < 2 or (args.target is not None and not 0 < args.target <= 1)
-            or not 2 <= args.machines <= 8):
+            or not 2 <= args.machines <= 8
+            or not set(precisions := args.precision.split(",")) <= {"fp32", "bf16"}):
         ap.error(f"--eval-every={every} (>= 1), --epochs={epochs} (>= 2: the first is not timed), "
-                 f"--target={args.target} (in (0, 1]), --machines={args.machines} (2 to 8)")
+                 f"--target={args.target} (in (0, 1]), --machines={args.machines} (2 to 8), "
+                 f"--precision={args.precision!r} (fp32, bf16)")
     tag = "distdgl-smoke" if args.smoke else "distdgl" + ("" if args.machines == 2 else f"-{args.machines}m")
     cfg = bench_config("synthetic-small.yaml", [*WORKLOAD, *(SMOKE if args.smoke else []),
                                                 f"train.epochs={epochs}", f"train.eval_every={every}",
@@ -261,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                                                 f"train.seed={args.seed}"], tag)
     graph = load_dataset(cfg.dataset)
     load0 = round(os.getloadavg()[0], 2)
+    info = machine()
     print(f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.train_idx.size:,} training "
-          f"nodes; {epochs} epochs per row; load {load0}", flush=True)
+          f"nodes; {epochs} epochs per row; {info['cpus']} CPUs ({info['cpu_model']}, bfloat16 "
+          f"instructions: {info['cpu_bf16']}); load {load0}", flush=True)
     rows: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     python = os.environ.get("GNNTRAIN_DGL_PYTHON")
@@ -280,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     from gnntrain.runtime.cluster import ray_session
 
     with ray_session(cfg.cluster, args.machines):
-        for prec in ("fp32", "bf16"):
+        for prec in precisions:
             rows[prec] = run_gnntrain(cfg, graph, prec)
             print(f"  gnntrain {prec}: {rows[prec]['epoch_s']:.2f} s/epoch", flush=True)
     target = args.target if args.target is not None else min(max(a for a in r["test_acc_all"] if a is not None)
@@ -293,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
                                      "train": int(graph.train_idx.size)},
                            "epochs": epochs, "target_acc": target, "rows": rows, "ratios": ratios,
-                           "notes": notes, "loadavg_start": load0,
+                           "notes": notes, "loadavg_start": load0, "machine": info,
                            "config": cfg.model_dump(mode="json")}
     return finish("distdgl", checks(rows, majority_share(graph)), out, OUT / f"{tag}.json")
 

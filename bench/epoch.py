@@ -107,10 +107,22 @@ def machine() -> dict[str, Any]:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         pass
-    return {"cpus": os.cpu_count(), "mem_gib": round(mem / 2**30, 1),
+    from gnntrain.precision import cpu_bf16_native
+
+    model = next((ln.split(":", 1)[1].strip() for ln in _cpuinfo().splitlines()
+                  if ln.startswith("model name")), platform.processor())
+    return {"cpus": os.cpu_count(), "cpu_model": model, "cpu_bf16": cpu_bf16_native(),
+            "mem_gib": round(mem / 2**30, 1),
             "loadavg_1m": round(os.getloadavg()[0], 2), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__,
             "gpu": torch.cuda.is_available()}
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def quiet() -> Console:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,13 @@ def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
     embedded = single_process or not (cfg.cluster.address or os.environ.get("RAY_ADDRESS"))
     if not embedded:  # a cluster's CPUs and GPUs are checked when the workers are placed
         return
+    from gnntrain.precision import cpu_bf16_native
+
+    if cfg.train.precision == "bf16" and cfg.train.device == "cpu" and cpu_bf16_native() is False:
+        warnings.warn("train.precision='bf16' on a CPU without bfloat16 instructions (no "
+                      "avx512_bf16/amx_bf16/bf16 flag): its matrix products are emulated and a "
+                      "step can take several times the float32 one; train.precision=fp32 is "
+                      "faster here", RuntimeWarning, stacklevel=2)
     if cfg.train.device == "cuda":
         import torch
 

@@ -10,6 +10,11 @@ directly. What stays float32: the parameters, their gradients (autocast's casts 
 back float32 gradients), the flat buffer the workers all-reduce, and the optimizer state;
 so ``1 worker == single process`` holds bit for bit in bf16 too.
 
+bf16 pays on CPUs with bfloat16 instructions (x86 ``avx512_bf16`` or ``amx_bf16``, Arm
+``bf16``); on others (AVX2-only x86 such as many AMD EPYC) the bfloat16 matrix products are
+emulated and a step takes several times the float32 one: :func:`cpu_bf16_native` tells
+which, and start-up warns (:func:`gnntrain.api.check_startable`).
+
 On a CUDA device without bfloat16 (compute capability < 8.0) ``bf16`` falls back to
 float16 with a :class:`torch.amp.GradScaler`: the loss is scaled before backward, the
 all-reduced (still scaled) gradients are unscaled by the scaler, and a step whose summed
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -62,6 +68,23 @@ class Precision:
 
 
 FP32 = Precision("fp32", "cpu")
+
+CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+"""CPU feature flags (``/proc/cpuinfo``) that mean native bfloat16 arithmetic."""
+
+
+def cpu_bf16_native(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether this CPU has bfloat16 instructions: from the ``flags`` (x86) or ``Features``
+    (Arm) lines of ``cpuinfo``; None when that cannot be read (not Linux)."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return bool(CPU_BF16_FLAGS & set(value.split()))
+    return None
 
 
 def resolve_precision(precision: str, device: torch.device,

@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 import torch
 
+from gnntrain.api import check_startable
 from gnntrain.config import ConfigError, ModelConfig, TrainConfig
 from gnntrain.engine import EpochStats, Prepared, layer_forward, train_step
 from gnntrain.models import build_model
 from gnntrain.ops import relu_dropout
-from gnntrain.precision import FP32, PRECISIONS, resolve_precision
+from gnntrain.precision import FP32, PRECISIONS, cpu_bf16_native, resolve_precision
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.tasks import NodeClassification
 from samplers import CSRSource, NeighborSampler, prepare
@@ -79,6 +80,30 @@ def test_precision_selection_per_device() -> None:
     assert resolve_precision("fp32", cuda, bf16_supported=False).scaler is None
     with pytest.raises(ValueError, match="'cpu' and 'cuda'"):
         resolve_precision("bf16", torch.device("meta"))
+
+
+def test_cpu_bf16_support_is_read_from_the_cpu_flags(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n")
+    assert cpu_bf16_native(info) is False
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    assert cpu_bf16_native(info) is True
+    info.write_text("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n")  # Arm
+    assert cpu_bf16_native(info) is True
+    assert cpu_bf16_native(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize("native", [False, True, None])
+def test_bf16_on_a_cpu_without_bfloat16_warns_at_start_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          native: bool | None) -> None:
+    monkeypatch.setattr("gnntrain.precision.cpu_bf16_native", lambda: native)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_startable(tiny_cfg(tmp_path, "train.precision=bf16"), single_process=True)
+        check_startable(tiny_cfg(tmp_path, "train.precision=fp32"), single_process=True)
+    msgs = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == (1 if native is False else 0), msgs
+    assert all("train.precision='bf16'" in m and "fp32" in m for m in msgs)
 
 
 # -- the fused kernel ----------------------------------------------------------------------

@@ -72,11 +72,15 @@ from torch import Tensor, nn
 
 from gnntrain.tasks import ranking
 from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task, hash_uniform
+from gnntrain.tasks.decoders import HadamardMLP, with_mlp_decoder
+
+__all__ = ["DECODERS", "LOSSES", "NEGATIVES", "RANKINGS", "HadamardMLP", "LinkPrediction",
+           "with_mlp_decoder"]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gnntrain.config import DatasetConfig, ModelConfig
+    from gnntrain.config import DatasetConfig
     from gnntrain.data.link import EdgeSplit
     from partition import Part
     from partition.graph import Graph
@@ -93,36 +97,6 @@ _USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
 def _option(name: str, value: Any, allowed: Sequence[Any]) -> None:
     if value not in allowed:
         raise ValueError(f"task.options.{name}={value!r}: expected one of {list(allowed)}")
-
-
-class HadamardMLP(nn.Module):
-    """``decoder``: an MLP on ``h_u * h_v`` giving one score per pair."""
-
-    def __init__(self, dim: int, hidden: int | None = None, layers: int = 2) -> None:
-        super().__init__()
-        hidden = hidden or dim
-        mods: list[nn.Module] = []
-        width = dim
-        for _ in range(layers - 1):
-            mods += [nn.Linear(width, hidden), nn.ReLU()]
-            width = hidden
-        mods.append(nn.Linear(width, 1))
-        self.net = nn.Sequential(*mods)
-
-    def forward(self, h: Tensor) -> Tensor:
-        return self.net(h).reshape(-1)
-
-
-def with_mlp_decoder(in_dim: int, out_dim: int, cfg: ModelConfig) -> nn.Module:
-    """Model factory (``model.arch: gnntrain.tasks.link:with_mlp_decoder``): the built-in
-    ``model.options.base`` (default ``sage``) plus a :class:`HadamardMLP` ``decoder``."""
-    from gnntrain.models import resolve_factory
-
-    opts = dict(cfg.options)
-    base = str(opts.pop("base", "sage"))
-    model = resolve_factory(base)(in_dim, out_dim, cfg.model_copy(update={"options": opts}))
-    model.decoder = HadamardMLP(out_dim)
-    return model
 
 
 class LinkPrediction(Task):
@@ -491,8 +465,8 @@ class LinkPrediction(Task):
         for c in range(0, users.size, step):
             cu = users[c:c + step]
             scores = self.score_all(model, h_users[c:c + step], h_items).float().cpu().numpy()
-            r, n = ranking.recall_ndcg_at_k(scores, _user_item_cells(truth, cu, lo),
-                                            _user_item_cells(known, cu, lo), self.hits_k)
+            r, n = ranking.recall_ndcg_at_k(scores, ranking.user_item_cells(truth, cu, lo),
+                                            ranking.user_item_cells(known, cu, lo), self.hits_k)
             recall.append(r)
             ndcg.append(n)
         return {"user": users, "recall": np.concatenate(recall), "ndcg": np.concatenate(ndcg)}
@@ -544,11 +518,3 @@ class LinkPrediction(Task):
         if what == "logits":
             return out
         raise ValueError(f"--what {what!r}: link prediction writes 'embeddings' (node rows)")
-
-
-def _user_item_cells(pairs: np.ndarray, users: np.ndarray, lo: int) -> np.ndarray:
-    """``(row, column)`` cells of the (user, item) ``pairs`` whose user is in the sorted
-    ``users``: row = the user's position, column = item id - ``lo``."""
-    at = np.minimum(np.searchsorted(users, pairs[:, 0]), users.size - 1)
-    keep = users[at] == pairs[:, 0]
-    return np.stack([at[keep], pairs[keep, 1] - lo], 1).astype(np.int64)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["auc", "hits_at_k", "mean_by_id", "mrr", "per_source_rr", "recall_ndcg_at_k", "top_k"]
+__all__ = ["auc", "hits_at_k", "mean_by_id", "mrr", "per_source_rr", "recall_ndcg_at_k", "top_k", "user_item_cells"]
 
 
 def _ranks_above(pos: np.ndarray, neg_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,3 +120,11 @@ def mean_by_id(ids: np.ndarray, values: np.ndarray) -> float:
     if ids.size == 0:
         return float("nan")
     return float(np.sum(np.asarray(values, dtype=np.float64)[np.argsort(ids, kind="stable")]) / ids.size)
+
+
+def user_item_cells(pairs: np.ndarray, users: np.ndarray, lo: int) -> np.ndarray:
+    """``(row, column)`` cells of the (user, item) ``pairs`` whose user is in the sorted
+    ``users``: row = the user's position, column = item id - ``lo``."""
+    at = np.minimum(np.searchsorted(users, pairs[:, 0]), users.size - 1)
+    keep = users[at] == pairs[:, 0]
+    return np.stack([at[keep], pairs[keep, 1] - lo], 1).astype(np.int64)

@@ -32,7 +32,9 @@ scheduled fault is in the summary's failures, with a recovery time and a restart
 epoch's checkpoint; never more live workers at an epoch's end than ``--workers`` (a
 recovery that leaks a process shows as extra ones); no worker process left 30 s after the
 run; memory flat: the mean worker RSS over the last 3 epochs / that of epoch 2 (1-based,
-after warm-up) < 1.05. The table lists per epoch the wall time since the run's start,
+after warm-up) < 1.05, and, because every recovery starts all workers afresh (so the
+whole-run ratio compares different processes), the same within every worker group of 3
+or more epochs: its last epoch's mean RSS / its second's < 1.05. The table lists per epoch the wall time since the run's start,
 worker RSS max / mean (MiB), live workers and the fault injected in it; the failures list
 kind, rank, epoch, ``detect s`` (attempt start -> failure detected, ``after_s``) and
 ``recovery s`` (detected -> new workers ready). The 1-minute load average is recorded
@@ -187,6 +189,22 @@ def growth(rows: list[dict[str, Any]]) -> float | None:
     return sum(by[e] for e in last) / len(last) / by[2]
 
 
+def group_growth(rows: list[dict[str, Any]], faults: list[dict[str, Any]]) -> list[float]:
+    """Per worker group (the epochs one set of worker processes trained: a fault restarts
+    them all, and the group after fault i starts with the redone 1-based epoch
+    ``epoch_i + 1``): mean worker RSS of its last epoch / that of its second, for every
+    group of at least 3 epochs. Growth within a group is what a leak shows as; the
+    whole-run ratio of :func:`growth` compares processes of different groups."""
+    by = {r["epoch"]: r["rss_mean_mib"] for r in rows}
+    starts = [1, *sorted(f["epoch"] + 1 for f in faults)]
+    ends = [*(s - 1 for s in starts[1:]), max(by, default=0)]
+    out = []
+    for lo, hi in zip(starts, ends, strict=True):
+        if hi - lo >= 2 and lo + 1 in by and hi in by and by[lo + 1]:
+            out.append(by[hi] / by[lo + 1])
+    return out
+
+
 def report(rows: list[dict[str, Any]], faults: list[dict[str, Any]], failures: list[dict[str, Any]]) -> None:
     at = {f["epoch"] + 1: f"{f['kind']} rank {f['rank']} step {f['step']}" for f in faults}
     print(f"{'epoch':>5} {'wall s':>8} {'RSS max MiB':>11} {'RSS mean MiB':>12} {'live':>4}  fault")
@@ -202,7 +220,7 @@ def report(rows: list[dict[str, Any]], faults: list[dict[str, Any]], failures: l
 
 
 def checks(cfg: RunConfig, s: dict[str, Any] | None, faults: list[dict[str, Any]], rows: list[dict[str, Any]],
-           left: int, grow: float | None) -> list[Check]:
+           left: int, grow: float | None, groups: list[float]) -> list[Check]:
     failures = (s or {}).get("failures") or []
     recovered = len(failures) == len(faults) and all(
         got.get("recovery_s") is not None and got.get("restart_from_epoch") == f["epoch"]
@@ -219,7 +237,8 @@ def checks(cfg: RunConfig, s: dict[str, Any] | None, faults: list[dict[str, Any]
         check("no worker process left 30 s after the run", left == 0, f"{left} left"),
         check("worker memory flat: mean RSS of the last 3 epochs / epoch 2 < 1.05",
               grow is not None and grow < 1.05, "not measured (under 5 epochs)" if grow is None else f"{grow:.3f}"),
-    ]
+    ] + ([check("worker memory flat within every worker group: last epoch / second epoch < 1.05",
+                max(groups) < 1.05, f"per group {[round(g, 3) for g in groups]}")] if groups else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,18 +286,22 @@ def main(argv: list[str] | None = None) -> int:
         left, waited = wait_gone()
     rows = [watch.epochs[e] for e in sorted(watch.epochs)]
     grow = growth(rows)
+    groups = group_growth(rows, faults)
     failures = (s or {}).get("failures") or []
     report(rows, faults, failures)
     load1 = round(os.getloadavg()[0], 2)
     print(f"\nrun {wall:.0f} s; error: {err or 'none'}; worker processes left {left} after {waited:.1f} s; "
           f"RSS growth (last 3 epochs / epoch 2) {'-' if grow is None else f'{grow:.3f}'}; "
+          f"within worker groups (last / second epoch) "
+          f"{' '.join(f'{g:.3f}' for g in groups) or '- (no group of 3+ epochs)'}; "
           f"load average {load0} -> {load1}")
     out: dict[str, Any] = {
         "machine": info, "config": yaml_name, "workers": workers, "probe_epoch_s": epoch_s,
         "epochs": epochs, "schedule": faults, "wall_s": wall, "error": err, "rows": rows,
         "failures": [{k: v for k, v in f.items() if k != "detail"} for f in failures],
-        "workers_left": left, "rss_growth": grow, "loadavg_before": load0, "loadavg_after": load1}
-    status = finish("soak", checks(cfg, s, faults, rows, left, grow), out, OUT / f"{tag}.json")
+        "workers_left": left, "rss_growth": grow, "rss_growth_per_group": groups,
+        "loadavg_before": load0, "loadavg_after": load1}
+    status = finish("soak", checks(cfg, s, faults, rows, left, grow, groups), out, OUT / f"{tag}.json")
     shutil.rmtree(root, ignore_errors=True)
     return status
 

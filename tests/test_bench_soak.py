@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.soak import growth, plan, soak_config
+from bench.soak import group_growth, growth, plan, soak_config
 from gnntrain.config import load_config
 
 
@@ -29,3 +29,13 @@ def test_growth_compares_the_last_three_epochs_with_epoch_two() -> None:
     rows = [{"epoch": e, "rss_mean_mib": v} for e, v in enumerate([50, 100, 100, 104, 105, 106], start=1)]
     assert growth(rows) == 1.05
     assert growth(rows[:4]) is None  # too short to tell
+
+
+def test_group_growth_measures_each_set_of_worker_processes_apart() -> None:
+    # faults at 0-based epochs 3 and 6: groups are 1-based epochs 1-3, 4-6, 7-9
+    mean = [50, 100, 120, 60, 100, 101, 70, 100, 104]
+    rows = [{"epoch": e, "rss_mean_mib": v} for e, v in enumerate(mean, start=1)]
+    faults = [{"epoch": 3}, {"epoch": 6}]
+    assert group_growth(rows, faults) == [1.2, 1.01, 1.04]
+    assert growth(rows) == sum(mean[-3:]) / 3 / 100  # the whole-run ratio misses the first group's rise
+    assert group_growth(rows[:4], faults) == [1.2]  # groups under 3 epochs are not measured

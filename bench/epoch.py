@@ -107,22 +107,15 @@ def machine() -> dict[str, Any]:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         pass
-    from gnntrain.precision import cpu_bf16_native
+    from gnntrain.precision import bf16_native, cpu_info
 
-    model = next((ln.split(":", 1)[1].strip() for ln in _cpuinfo().splitlines()
-                  if ln.startswith("model name")), platform.processor())
-    return {"cpus": os.cpu_count(), "cpu_model": model, "cpu_bf16": cpu_bf16_native(),
+    cpu = cpu_info()
+    return {"cpus": os.cpu_count(), "cpu_model": cpu.get("model name") or platform.processor(),
+            "cpu_bf16": bf16_native(cpu),
             "mem_gib": round(mem / 2**30, 1),
             "loadavg_1m": round(os.getloadavg()[0], 2), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__,
             "gpu": torch.cuda.is_available()}
-
-
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return ""
 
 
 def quiet() -> Console:
@@ -480,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     if "dgl" in only and not dgl_python:
         notes.append("DGL not run: set GNNTRAIN_DGL_PYTHON to a Python with dgl")
     for t in args.threads:  # ours and DGL back to back at each thread count
-        for prec in args.precision if ("ours" in only or ("overhead" in only and t == 1)) else []:
+        single = "ours" in only or ("overhead" in only and t == 1)
+        for prec in args.precision if single else []:
             cfg_p = cfg if prec == "fp32" else load_config(raw=cfg.model_dump(mode="json"),
                                                             overrides=[f"train.precision={prec}"])
             r = run_ours(cfg_p, graph, label="ours, single process", threads=t, keep=args.keep_runs)

@@ -73,18 +73,31 @@ CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 """CPU feature flags (``/proc/cpuinfo``) that mean native bfloat16 arithmetic."""
 
 
-def cpu_bf16_native(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
-    """Whether this CPU has bfloat16 instructions: from the ``flags`` (x86) or ``Features``
-    (Arm) lines of ``cpuinfo``; None when that cannot be read (not Linux)."""
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The first processor's ``key: value`` lines of ``cpuinfo`` (Linux); {} when it cannot
+    be read."""
     try:
         text = cpuinfo.read_text(errors="replace")
     except OSError:
-        return None
+        return {}
+    out: dict[str, str] = {}
     for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return bool(CPU_BF16_FLAGS & set(value.split()))
-    return None
+        key, sep, value = line.partition(":")
+        if sep:
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def bf16_native(info: dict[str, str]) -> bool | None:
+    """Whether the CPU that :func:`cpu_info` describes has bfloat16 instructions, from its
+    ``flags`` (x86) or ``Features`` (Arm); None when neither is there."""
+    flags = info.get("flags", info.get("Features"))
+    return None if flags is None else bool(CPU_BF16_FLAGS & set(flags.split()))
+
+
+def cpu_bf16_native(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether this CPU has bfloat16 instructions (None when that cannot be read)."""
+    return bf16_native(cpu_info(cpuinfo))
 
 
 def resolve_precision(precision: str, device: torch.device,

@@ -54,7 +54,7 @@ import torch
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
 from bench.verdict import Check, check, conclude
-from gnntrain.config import RunConfig, load_config
+from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.report import fmt_bytes
 from gnntrain.simulate import simulate_k
@@ -104,17 +104,13 @@ SMOKE_SMALL = ["dataset.synthetic.nodes=2000", "dataset.synthetic.features=16",
                "dataset.synthetic.classes=8", "sampler.batch_size=128", "model.hidden=16"]
 
 
-def with_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
-    return load_config(raw=cfg.model_dump(mode="json"), overrides=overrides)
-
-
 # -- bytes ------------------------------------------------------------------------------
 def bytes_section(cfg0: RunConfig, graph: Graph, smoke: bool) -> list[dict[str, Any]]:
     plan = PLAN if not smoke else [p for p in PLAN if p[2] == "chain"] + [PLAN[-1]]
     rows = []
     for name, extra, kind in plan:
         t0 = time.perf_counter()
-        sim = simulate_k(with_overrides(cfg0, BASE + extra + (SMOKE_BATCH if smoke else [])), graph, K_BYTES)
+        sim = simulate_k(cfg0.with_overrides(BASE + extra + (SMOKE_BATCH if smoke else [])), graph, K_BYTES)
         rows.append({"name": name, "kind": kind, "overrides": extra, **sim,
                      "feature_bytes": sim["bytes_by_category"]["feature"],
                      "seconds": time.perf_counter() - t0})
@@ -210,7 +206,7 @@ def train(cfg: RunConfig, graph: Graph, keep: bool) -> tuple[dict[str, Any], lis
     key = cfg.model_dump_json() + graph.content_hash()
     if key in _RUNS:  # the same run asked for twice (the smoke version does): train once
         return _RUNS[key]
-    s = run_training(with_overrides(cfg, ["train.max_failures=0", "train.checkpoint_every=1"]),
+    s = run_training(cfg.with_overrides(["train.max_failures=0", "train.checkpoint_every=1"]),
                      graph=graph, progress=False, console=quiet())
     eps, state = read_metrics(s), final_state(s)
     if not keep:
@@ -227,7 +223,7 @@ def exact_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> lis
     ref: dict[str, torch.Tensor] | None = None
     plan = EXACT_PLAN[:2] if smoke else EXACT_PLAN
     for name, extra in plan:
-        s, eps, state = train(with_overrides(cfg0, BASE + extra), graph, keep)
+        s, eps, state = train(cfg0.with_overrides(BASE + extra), graph, keep)
         if ref is None:
             ref = state
         diff = max(float((state[k] - ref[k]).abs().max()) for k in ref)
@@ -270,7 +266,7 @@ def accuracy_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> 
     rows: list[dict[str, Any]] = []
     for name, extra in ([ACC_PLAN[0], ACC_PLAN[-1]] if smoke else ACC_PLAN):
         t0 = time.perf_counter()
-        s, eps, _ = train(with_overrides(cfg0, BASE + METIS + extra), graph, keep)
+        s, eps, _ = train(cfg0.with_overrides(BASE + METIS + extra), graph, keep)
         rows.append({"name": name, "test_acc": eps[-1]["test_acc"], "val_acc": eps[-1]["val_acc"],
                      "loss": [e["loss"] for e in eps],
                      "epoch_s": float(np.mean([e["epoch_s"] for e in eps])),
@@ -355,16 +351,16 @@ def ray_sections(small: RunConfig, only: list[str], args: argparse.Namespace, ou
     """The sections that train on Ray (inside the caller's Ray session); their checks."""
     checks: list[Check] = []
     if "exact" in only:
-        tiny = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
+        tiny = small.with_overrides([*SMOKE_SMALL, *EXACT_SETTINGS])
         g = load_dataset(tiny.dataset)
         out["exact"] = exact_section(tiny, g, args.keep_runs, args.smoke)
         checks += exact_checks(out["exact"])
         save("exact")
     if "accuracy" in only:
-        acc = with_overrides(small, [f"train.epochs={args.acc_epochs}",
-                                     f"train.eval_every={args.acc_epochs}"])
+        acc = small.with_overrides([f"train.epochs={args.acc_epochs}",
+                                    f"train.eval_every={args.acc_epochs}"])
         if args.smoke:  # the exact check's graph and settings: its first run is reused
-            acc = with_overrides(small, [*SMOKE_SMALL, *EXACT_SETTINGS])
+            acc = small.with_overrides([*SMOKE_SMALL, *EXACT_SETTINGS])
         g = load_dataset(acc.dataset)
         rows = accuracy_section(acc, g, args.keep_runs, args.smoke)
         out["accuracy"] = {"graph": g.name, "nodes": g.num_nodes, "epochs": acc.train.epochs, "rows": rows}

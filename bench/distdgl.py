@@ -140,10 +140,9 @@ def row(label: str, epoch_s: list[float], accs: list[float | None], losses: list
 
 
 def run_gnntrain(cfg: RunConfig, graph: Graph, precision: str) -> dict[str, Any]:
-    from gnntrain.config import load_config
     from gnntrain.runtime.coordinator import run_training
 
-    c = load_config(raw=cfg.model_dump(mode="json"), overrides=[f"train.precision={precision}"])
+    c = cfg.with_overrides([f"train.precision={precision}"])
     load0 = round(os.getloadavg()[0], 2)
     with peak_rss() as seen:
         s = run_training(c, single_process=False, graph=graph, progress=False, console=quiet())

@@ -475,8 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in args.threads:  # ours and DGL back to back at each thread count
         single = "ours" in only or ("overhead" in only and t == 1)
         for prec in args.precision if single else []:
-            cfg_p = cfg if prec == "fp32" else load_config(raw=cfg.model_dump(mode="json"),
-                                                            overrides=[f"train.precision={prec}"])
+            cfg_p = cfg if prec == "fp32" else cfg.with_overrides([f"train.precision={prec}"])
             r = run_ours(cfg_p, graph, label="ours, single process", threads=t, keep=args.keep_runs)
             r["label"] += f", {r['threads']} thr" + (f" (asked {t})" if r["threads"] != t else "")
             r["label"] += "" if prec == "fp32" else f", {prec}"
@@ -503,8 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             results["ours1"]["label"] += f", {results['ours1']['threads']} thr"
         with ray_session(cfg.cluster, 2):
             for k in (1, 2):
-                cfg_k = load_config(raw=cfg.model_dump(mode="json"),
-                                    overrides=[f"cluster.workers={k}", f"partition.parts={k}"])
+                cfg_k = cfg.with_overrides([f"cluster.workers={k}", f"partition.parts={k}"])
                 results[f"ray{k}"] = run_ours(cfg_k, graph, label=f"ours, Ray, {k} worker(s)",
                                               single_process=False, threads=1, keep=args.keep_runs)
                 print(f"  Ray, {k} worker(s): {results[f'ray{k}']['epoch_s']:.2f} s/epoch")

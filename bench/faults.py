@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         # with repeats every run partitions afresh: the parts must be reproducible too
         slug = name.replace(" ", "_").replace("/", "-")
         own = [f"partition.root={root / 'parts' / f'{rep}-{slug}'}"]
-        return load_config(raw=base_raw, overrides=[*overrides, *(own if args.repeat > 1 else [])])
+        return base.with_overrides([*overrides, *(own if args.repeat > 1 else [])])
 
     t_start = time.perf_counter()
     info = machine()

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for mode in ["single"] + [f"k={k}" for k in args.workers.split(",")]:
         k = 1 if mode == "single" else int(mode[2:])
-        cfg = load_config(raw=raw, overrides=[f"cluster.workers={k}", f"partition.parts={k}"])
+        cfg = base.with_overrides([f"cluster.workers={k}", f"partition.parts={k}"])
         t0 = time.perf_counter()
         s = run_training(cfg, graph=graph, single_process=mode == "single", progress=False, console=quiet)
         epochs = [json.loads(ln) for ln in (Path(s["run_dir"]) / "metrics.jsonl").read_text().splitlines()]

@@ -174,8 +174,7 @@ def scale_config(nodes: int, train_frac: float, root: Path, target: Target = PAP
 
 # -- measurement --------------------------------------------------------------------------
 def with_k(cfg: RunConfig, k: int) -> RunConfig:
-    return load_config(raw=cfg.model_dump(mode="json"),
-                       overrides=[f"partition.parts={k}", f"cluster.workers={k}"])
+    return cfg.with_overrides([f"partition.parts={k}", f"cluster.workers={k}"])
 
 
 def simulate_lean(cfg_k: RunConfig, pset: PartitionSet, *, epoch: int = 0) -> dict[str, Any]:

@@ -56,7 +56,8 @@ import psutil
 
 from bench.epoch import OUT, bench_config, machine, quiet
 from bench.verdict import Check, check, conclude, finish
-from gnntrain.config import RunConfig, load_config
+from gnntrain.api import override_items
+from gnntrain.config import RunConfig
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.ray_group import worker_processes
 
@@ -269,9 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                       RunDir(Path(s["run_dir"])).metrics()[1]["epoch_s"])
         minutes, every_min = (6 * epoch_s / 60, 2 * epoch_s / 60) if args.smoke else (args.minutes, args.every_min)
         epochs, faults = plan(epoch_s, minutes, every_min, workers)
-        raw = soak_config(yaml_name, workers, f"{tag}/soak").model_dump(mode="json")
-        raw["faults"]["schedule"] = faults
-        cfg = load_config(raw=raw, overrides=[f"train.epochs={epochs}", f"train.max_failures={len(faults)}"])
+        cfg = soak_config(yaml_name, workers, f"{tag}/soak").with_overrides(override_items(
+            {"faults.schedule": faults, "train.epochs": epochs, "train.max_failures": len(faults)}))
         print(f"soak: {yaml_name}, {workers} Ray workers, probe epoch {epoch_s:.1f} s -> {epochs} epochs, "
               f"{len(faults)} faults at epochs {[f['epoch'] for f in faults]}; load average {load0}", flush=True)
         limit = 2 * epochs * epoch_s + 600

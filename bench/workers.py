@@ -28,7 +28,7 @@ import numpy as np
 
 from bench.distdgl import SMOKE, WORKLOAD, peak_rss
 from bench.epoch import OUT, bench_config, quiet, read_metrics, timed
-from gnntrain.config import RunConfig, load_config
+from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.simulate import simulate_k
 from partition.graph import Graph
@@ -37,8 +37,7 @@ from partition.graph import Graph
 def measured(cfg: RunConfig, graph: Graph, k: int) -> dict[str, Any]:
     from gnntrain.runtime.coordinator import run_training
 
-    c = load_config(raw=cfg.model_dump(mode="json"),
-                    overrides=[f"cluster.workers={k}", f"partition.parts={k}"])
+    c = cfg.with_overrides([f"cluster.workers={k}", f"partition.parts={k}"])
     load0 = round(os.getloadavg()[0], 2)
     with peak_rss() as seen:
         s = run_training(c, single_process=False, graph=graph, progress=False, console=quiet())

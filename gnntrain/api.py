@@ -116,7 +116,7 @@ def resolve_config(config: ConfigLike | None, overrides: Sequence[str] = (), *,
     if config is None:
         raise ConfigError("config=None: give a YAML path, a mapping of sections or a RunConfig")
     if isinstance(config, RunConfig):
-        return load_config(raw=config.model_dump(mode="json"), overrides=items), None
+        return config.with_overrides(items), None
     if isinstance(config, Mapping):
         return load_config(raw=dict(config), overrides=items), None
     return load_config(config, items), None

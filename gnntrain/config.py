@@ -13,7 +13,7 @@ import copy
 import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 from urllib.parse import urlparse
@@ -652,6 +652,15 @@ class RunConfig(_Frozen):
                 f"{len(self.faults.schedule)} entries: each entry is one failure the run must "
                 f"recover from; set train.max_failures >= {len(self.faults.schedule)}")
         return self
+
+    def with_overrides(self, overrides: Sequence[str]) -> RunConfig:
+        """A new config: this one with ``KEY=VALUE`` overrides applied (``--set``'s items),
+        validated as :func:`load_config` validates them, with the same errors; this one is
+        left as it is. A mapping of overrides becomes items with ``gnntrain.api.override_items``."""
+        if isinstance(overrides, str):  # a str is a Sequence[str] of one-letter "items"
+            raise TypeError(f"overrides={overrides!r}: give a list of KEY=VALUE items, "
+                            f"e.g. [{overrides!r}]")
+        return load_config(raw=self.model_dump(mode="json"), overrides=list(overrides))
 
 
 class _DatasetOnly(_Frozen):

@@ -80,8 +80,7 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
     replaces ``task.kind``; it is placed on the partitioned ids."""
     from partition import build_partition_set
 
-    cfg_k = load_config(raw=cfg.model_dump(mode="json"),
-                        overrides=[f"partition.parts={k}", f"cluster.workers={k}"])
+    cfg_k = cfg.with_overrides([f"partition.parts={k}", f"cluster.workers={k}"])
     t0 = time.perf_counter()
     pset = build_partition_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0

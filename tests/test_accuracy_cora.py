@@ -51,7 +51,7 @@ def cora(data_root: Path) -> Iterator[tuple[Graph, Path]]:
 def mean_test_acc(cfg: RunConfig, graph: Graph, **kw: object) -> float:
     accs = []
     for seed in SEEDS:
-        c = load_config(raw=cfg.model_dump(mode="json"), overrides=[f"train.seed={seed}"])
+        c = cfg.with_overrides([f"train.seed={seed}"])
         accs.append(run_training(c, graph=graph, progress=False, console=QUIET, **kw)["final"]["test_acc"])  # type: ignore[arg-type]
     return float(np.mean(accs))
 
@@ -81,7 +81,7 @@ def test_all_neighbour_minibatches_match_full_batch_pyg(cora: tuple[Graph, Path]
                    "train.epochs=60", "train.lr=0.01")
     mini, full = [], []
     for seed in SEEDS:
-        c = load_config(raw=cfg.model_dump(mode="json"), overrides=[f"train.seed={seed}"])
+        c = cfg.with_overrides([f"train.seed={seed}"])
         mini.append(run_training(c, graph=g, single_process=True, progress=False, console=QUIET)["final"]["test_acc"])
         full.append(full_batch_train(c, g).test_acc)
     assert abs(np.mean(mini) - np.mean(full)) <= 0.01, (mini, full)

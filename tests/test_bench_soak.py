@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.soak import group_growth, growth, plan, soak_config
-from gnntrain.config import load_config
+from gnntrain.api import override_items
 
 
 def test_the_plan_rotates_kinds_and_ranks_every_few_epochs() -> None:
@@ -19,9 +19,8 @@ def test_the_plan_rotates_kinds_and_ranks_every_few_epochs() -> None:
 
 def test_the_planned_schedule_is_a_valid_config() -> None:
     epochs, faults = plan(epoch_s=1.0, minutes=0.25, every_min=0.05, workers=4)
-    raw = soak_config("synthetic-tiny.yaml", 4, "test").model_dump(mode="json")
-    raw["faults"]["schedule"] = faults
-    cfg = load_config(raw=raw, overrides=[f"train.epochs={epochs}", f"train.max_failures={len(faults)}"])
+    cfg = soak_config("synthetic-tiny.yaml", 4, "test").with_overrides(override_items(
+        {"faults.schedule": faults, "train.epochs": epochs, "train.max_failures": len(faults)}))
     assert [f.epoch for f in cfg.faults.schedule] == [3, 6, 9, 12]
 
 

@@ -175,8 +175,8 @@ def test_comm_runs_train_with_no_failure_allowance(monkeypatch: pytest.MonkeyPat
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(coordinator, "run_training", capture)
-    cfg = bench.comm.with_overrides(bench.epoch.bench_config("synthetic-small.yaml", [], "t"),
-                                    ["train.max_failures=3"])
+    cfg = bench.epoch.bench_config("synthetic-small.yaml", [], "t").with_overrides(
+        ["train.max_failures=3"])
     with pytest.raises(RuntimeError, match="stop here"):
         bench.comm.train(cfg, make_graph(), keep=False)
     assert seen == [0]

@@ -113,6 +113,32 @@ def test_load_config_does_not_mutate_the_callers_dict() -> None:
     assert raw == before
 
 
+def test_with_overrides_equals_load_config_of_the_same_overrides() -> None:
+    items = ["train.epochs=3", "dataset.synthetic.nodes=777", "cluster.workers=3", "partition.parts=3",
+             "model.options.aggr=mean", "dataset.source=csv", "dataset.edges=e.csv"]
+    cfg = load_config(DATASETS / "synthetic-tiny.yaml")
+    before = cfg.model_dump()
+    derived = cfg.with_overrides(items)
+    assert derived == load_config(DATASETS / "synthetic-tiny.yaml", overrides=items)
+    assert derived.train.epochs == 3 and isinstance(derived.dataset, CsvDataset)
+    assert cfg.model_dump() == before and cfg.train.epochs != 3  # the original is unchanged
+    assert cfg.with_overrides([]) == cfg
+
+
+def test_with_overrides_fails_as_load_config_does() -> None:
+    cfg = load_config(DATASETS / "synthetic-tiny.yaml")
+    for bad, msg in [("train.epochs=0", r"train\.epochs: .*greater than or equal to 1 \(got 0\)"),
+                     ("train.epoch=3", r"--set train\.epoch: no such key 'train\.epoch'; known keys here: .*epochs"),
+                     ("model.layers=3", r"model\.layers=3 but sampler\.fanouts has 2 entries")]:
+        with pytest.raises(ConfigError, match=msg) as derived:
+            cfg.with_overrides([bad])
+        with pytest.raises(ConfigError) as loaded:
+            load_config(raw=cfg.model_dump(mode="json"), overrides=[bad])
+        assert str(derived.value) == str(loaded.value)
+    with pytest.raises(TypeError, match=r"overrides='train\.epochs=3': give a list"):
+        cfg.with_overrides("train.epochs=3")
+
+
 def test_configs_are_frozen() -> None:
     cfg = load_config(DATASETS / "synthetic-tiny.yaml")
     with pytest.raises(ValueError, match="frozen"):

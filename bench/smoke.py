@@ -4,10 +4,11 @@
     python -m bench.smoke --only epoch,comm
 
 Each module (sampling, cache, partition, partition_scale, synthetic, epoch, precision, distdgl,
-workers, comm, faults, soak, embedding, typed, link; a module that
+workers, comm, faults, soak, embedding, typed, link, configs; a module that
 does not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
-own process (its own Ray instance, its own memory), with a time limit. Their output
-goes straight through; a summary table follows. A module fails when it exits non-zero
+own process group (its own Ray instance, its own memory), with a time limit past which
+the group and every process of its tree are killed (``run_limited``, which bench.configs
+also runs the CLI with). Their output goes straight through; a summary table follows. A module fails when it exits non-zero
 (a correctness check of its own failed, ``bench.verdict``, or it crashed) or runs past the
 limit; the summary names each failed module and its exit status, and the runner exits 1.
 JSON goes to bench/out/smoke.json.
@@ -16,16 +17,22 @@ JSON goes to bench/out/smoke.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 BENCH = Path(__file__).resolve().parent
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
-           "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link")
+           "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link", "configs")
 
 
 def command(name: str) -> list[str]:
@@ -33,17 +40,86 @@ def command(name: str) -> list[str]:
     return [sys.executable, "-m", f"bench.{name}", "--smoke"]
 
 
+@dataclass(frozen=True)
+class Finished:
+    """How one command run by :func:`run_limited` ended."""
+
+    rc: int | None  # exit status; None when it was killed at its time limit
+    seconds: float
+    peak_rss: int  # bytes: the largest summed RSS of its process tree seen (0 when not sampled)
+    left: int  # Ray worker processes of its tree still alive after the run (and the clean-up)
+    workers: int = 0  # Ray worker processes seen in its tree
+
+
+def run_limited(cmd: list[str], limit_s: float, *, sample_s: float | None = None) -> Finished:
+    """Run ``cmd`` in the repository root, in its own process group, with its output
+    going straight through. Past ``limit_s`` the whole group is killed, and with it every
+    process ever seen in its tree (an embedded Ray's raylet and workers may leave the
+    group). With ``sample_s``, the tree (the process and its descendants) is sampled that
+    often for its summed RSS and its Ray workers. Afterwards the Ray workers seen are given
+    30 s to go, then killed; ``left`` counts those that were still there. (Ray starts
+    each worker in a process group of its own, so killing the group alone would leave them.)"""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=BENCH.parent, start_new_session=True)
+    root = psutil.Process(proc.pid)
+    seen: dict[int, psutil.Process] = {proc.pid: root}
+    workers: dict[int, psutil.Process] = {}
+    peak = 0
+
+    def sample() -> None:
+        from gnntrain.runtime.ray_group import worker_processes  # imports Ray: only when sampling
+
+        nonlocal peak
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        rss = 0
+        for p in tree:
+            seen.setdefault(p.pid, p)
+            try:
+                rss += p.memory_info().rss
+            except psutil.Error:
+                continue
+        peak = max(peak, rss)
+        workers.update((p.pid, p) for p in worker_processes(root))
+
+    rc: int | None = None
+    while True:
+        try:
+            rc = proc.wait(timeout=sample_s or 1.0)
+            break
+        except subprocess.TimeoutExpired:
+            if time.perf_counter() - t0 > limit_s:
+                sample()  # the tree as it is when killed
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                from bench.soak import kill_workers
+
+                kill_workers(list(seen.values()))
+                proc.wait()
+                break
+            if sample_s:
+                sample()
+    seconds = time.perf_counter() - t0
+    left = 0
+    if workers:
+        from bench.soak import kill_workers, wait_gone  # torch and Ray: only when there is a worker
+
+        left, _ = wait_gone(30.0, list(workers.values()))
+        if left:
+            kill_workers(list(workers.values()))
+    return Finished(rc=rc, seconds=seconds, peak_rss=peak, left=left, workers=len(workers))
+
+
 def run_module(name: str, timeout_s: float) -> dict[str, Any]:
     if not (BENCH / f"{name}.py").is_file():
         return {"module": name, "status": "skipped (no module)", "rc": None, "seconds": 0.0}
     print(f"\n===== python -m bench.{name} --smoke =====", flush=True)
-    t0 = time.perf_counter()
-    try:
-        rc = subprocess.run(command(name), cwd=BENCH.parent, timeout=timeout_s).returncode
-        status = "ok" if rc == 0 else f"FAILED (exit {rc})"
-    except subprocess.TimeoutExpired:
-        rc, status = None, f"FAILED (over {timeout_s:.0f} s)"
-    return {"module": name, "status": status, "rc": rc, "seconds": time.perf_counter() - t0}
+    done = run_limited(command(name), timeout_s)
+    status = (f"FAILED (over {timeout_s:.0f} s)" if done.rc is None else
+              "ok" if done.rc == 0 else f"FAILED (exit {done.rc})")
+    return {"module": name, "status": status, "rc": done.rc, "seconds": done.seconds}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +107,13 @@ class Watch:
         self._thread.join(timeout=10)
 
     @staticmethod
-    def live() -> dict[int, int]:
-        """pid -> RSS (bytes) of every live worker process of this process."""
+    def live(procs: Iterable[psutil.Process] | None = None) -> dict[int, int]:
+        """pid -> RSS (bytes) of every live process of ``procs`` (default: the worker
+        processes of this process), zombies and processes gone left out."""
         out = {}
-        for p in worker_processes():
+        for p in worker_processes() if procs is None else procs:
             try:
-                if p.status() != psutil.STATUS_ZOMBIE:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
                     out[p.pid] = p.memory_info().rss
             except psutil.Error:
                 continue
@@ -165,18 +167,21 @@ def train_guarded(cfg: RunConfig, run_root: Path, limit_s: float) -> tuple[dict[
     return result.get("summary"), result.get("error"), watch
 
 
-def wait_gone(timeout_s: float = 30.0) -> tuple[int, float]:
-    """(live worker processes left, seconds waited) once none is left or ``timeout_s`` passed."""
+def wait_gone(timeout_s: float = 30.0, procs: Sequence[psutil.Process] | None = None) -> tuple[int, float]:
+    """(live processes left, seconds waited) once none of ``procs`` (default: the worker
+    processes of this process) is left or ``timeout_s`` passed."""
     t0 = time.monotonic()
-    while Watch.live() and time.monotonic() - t0 < timeout_s:
+    while Watch.live(procs) and time.monotonic() - t0 < timeout_s:
         time.sleep(0.5)
-    return len(Watch.live()), time.monotonic() - t0
+    return len(Watch.live(procs)), time.monotonic() - t0
 
 
-def kill_workers() -> None:
-    for p in worker_processes():
+def kill_workers(procs: Sequence[psutil.Process] | None = None) -> None:
+    """SIGKILL ``procs`` (default: the worker processes of this process)."""
+    for p in worker_processes() if procs is None else procs:
         try:
-            p.kill()
+            if p.is_running():  # never a later process that reuses a dead one's pid
+                p.kill()
         except psutil.Error:
             continue
 

@@ -363,10 +363,10 @@ class RayGroup(WorkerGroup):
                                f"({ray.cluster_resources()})")
         cls = actor_class()
         raw = cfg.model_dump(mode="json")
-        code = worker_runtime_env()  # user code the driver imported: importable on the workers
+        env = worker_runtime_env()  # allocator settings; user code the driver imported
         self.actors = [
             cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
-                        **({"runtime_env": code} if code else {}),
+                        runtime_env=env,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=self.pg, placement_group_bundle_index=r)
                         ).remote(raw, part_path, r, world, model, task)

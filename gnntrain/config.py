@@ -436,6 +436,11 @@ class ModelConfig(_Frozen):
         """The model's input width for a dataset with ``num_features`` features."""
         e = self.node_embedding
         if e is None:
+            if num_features == 0:
+                raise ValueError("model.node_embedding=null: the dataset has no node features (0 "
+                                 "columns on every node type), so the model would read only zeros "
+                                 "and stay at chance; set model.node_embedding (e.g. {dim: 64, "
+                                 "combine: only}) to learn a row per node")
             return num_features
         if e.combine == "concat":
             return num_features + e.dim

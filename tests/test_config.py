@@ -287,3 +287,15 @@ def test_model_and_task_accept_import_paths_and_free_options() -> None:
     for bad in ("model.arch=graphsage", "model.arch=pkg.mod", "task.kind=link prediction"):
         with pytest.raises(ConfigError, match="expected one of"):
             load_config(DATASETS / "cora.yaml", [bad])
+
+
+def test_a_dataset_without_features_needs_a_node_embedding() -> None:
+    """A graph with 0 feature columns (HeCo AMiner and Freebase: no type has features)
+    would feed the model zeros, and its loss would stay at ln(classes): refused before
+    any work, naming the field; with a node embedding the input is the table's rows."""
+    cfg = load_config(DATASETS / "aminer.yaml")
+    assert cfg.model.input_dim(0) == 64
+    bare = cfg.with_overrides(["model.node_embedding=null"])
+    with pytest.raises(ValueError, match=r"model.node_embedding=null: the dataset has no node features"):
+        bare.model.input_dim(0)
+    assert bare.model.input_dim(7) == 7

@@ -104,7 +104,8 @@ WORKER_MALLOC_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}
 sets them. A worker allocates its batches, peer replies and layer outputs on several
 threads (training, serving, Ray's own); with glibc's default of 8 arenas per core each
 thread's arena keeps the holes its freed arrays leave, and a worker's private memory grew
-by 40-70 MiB per epoch on synthetic-small. Two arenas keep it flat (``python -m bench.soak``)."""
+epoch after epoch on synthetic-small (25-70 MiB per epoch with 2-4 workers). With two
+arenas it levels off after the first epochs, at the same epoch time (``python -m bench.soak``)."""
 
 
 def worker_runtime_env() -> dict[str, Any]:

@@ -30,6 +30,8 @@ from typing import Any
 
 import psutil
 
+from bench import procs
+
 BENCH = Path(__file__).resolve().parent
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
            "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link", "configs")
@@ -74,14 +76,9 @@ def run_limited(cmd: list[str], limit_s: float, *, sample_s: float | None = None
             tree = [root, *root.children(recursive=True)]
         except psutil.Error:
             return
-        rss = 0
-        for p in tree:
+        for p in tree:  # the first object of a pid: is_running() then tells a reused pid apart
             seen.setdefault(p.pid, p)
-            try:
-                rss += p.memory_info().rss
-            except psutil.Error:
-                continue
-        peak = max(peak, rss)
+        peak = max(peak, sum(procs.rss(tree).values()))
         workers.update((p.pid, p) for p in worker_processes(root))
 
     rc: int | None = None
@@ -94,9 +91,7 @@ def run_limited(cmd: list[str], limit_s: float, *, sample_s: float | None = None
                 sample()  # the tree as it is when killed
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                from bench.soak import kill_workers
-
-                kill_workers(list(seen.values()))
+                procs.kill(seen.values())
                 proc.wait()
                 break
             if sample_s:
@@ -104,11 +99,9 @@ def run_limited(cmd: list[str], limit_s: float, *, sample_s: float | None = None
     seconds = time.perf_counter() - t0
     left = 0
     if workers:
-        from bench.soak import kill_workers, wait_gone  # torch and Ray: only when there is a worker
-
-        left, _ = wait_gone(30.0, list(workers.values()))
+        left, _ = procs.wait_gone(list(workers.values()))
         if left:
-            kill_workers(list(workers.values()))
+            procs.kill(workers.values())
     return Finished(rc=rc, seconds=seconds, peak_rss=peak, left=left, workers=len(workers))
 
 

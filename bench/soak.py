@@ -49,12 +49,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import psutil
-
+from bench import procs
 from bench.epoch import OUT, bench_config, machine, quiet
 from bench.verdict import Check, check, conclude, finish
 from gnntrain.api import override_items
@@ -106,19 +104,6 @@ class Watch:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    @staticmethod
-    def live(procs: Iterable[psutil.Process] | None = None) -> dict[int, int]:
-        """pid -> RSS (bytes) of every live process of ``procs`` (default: the worker
-        processes of this process), zombies and processes gone left out."""
-        out = {}
-        for p in worker_processes() if procs is None else procs:
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    out[p.pid] = p.memory_info().rss
-            except psutil.Error:
-                continue
-        return out
-
     def _lines(self) -> int:
         files = list(self.run_root.glob("*/metrics.jsonl"))
         if not files:
@@ -128,7 +113,7 @@ class Watch:
     def _loop(self) -> None:
         done, before = 0, {}  # epoch lines seen; a sample surely taken before the newest line
         while not self._stop.is_set():
-            now = self.live()
+            now = procs.rss(worker_processes())
             n = self._lines()
             if n > done:  # epochs done+1..n finished (a truncation after a fault only lowers n)
                 for epoch in range(done + 1, n + 1):
@@ -165,25 +150,6 @@ def train_guarded(cfg: RunConfig, run_root: Path, limit_s: float) -> tuple[dict[
     if t.is_alive():
         return None, f"hang: the run was still going after {limit_s:.0f} s", watch
     return result.get("summary"), result.get("error"), watch
-
-
-def wait_gone(timeout_s: float = 30.0, procs: Sequence[psutil.Process] | None = None) -> tuple[int, float]:
-    """(live processes left, seconds waited) once none of ``procs`` (default: the worker
-    processes of this process) is left or ``timeout_s`` passed."""
-    t0 = time.monotonic()
-    while Watch.live(procs) and time.monotonic() - t0 < timeout_s:
-        time.sleep(0.5)
-    return len(Watch.live(procs)), time.monotonic() - t0
-
-
-def kill_workers(procs: Sequence[psutil.Process] | None = None) -> None:
-    """SIGKILL ``procs`` (default: the worker processes of this process)."""
-    for p in worker_processes() if procs is None else procs:
-        try:
-            if p.is_running():  # never a later process that reuses a dead one's pid
-                p.kill()
-        except psutil.Error:
-            continue
 
 
 def growth(rows: list[dict[str, Any]]) -> float | None:
@@ -285,10 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         if err is not None and err.startswith("hang"):
             print(f"HANG: {err}; killing this run's workers")
-            kill_workers()
+            procs.kill(worker_processes())
             conclude("soak", [check("the run ends within its wall-clock limit", False, err)])
             os._exit(2)  # the run's thread holds Ray: leave without waiting for it
-        left, waited = wait_gone()
+        left, waited = procs.wait_gone(worker_processes())
     rows = [watch.epochs[e] for e in sorted(watch.epochs)]
     grow = growth(rows)
     groups = group_growth(rows, faults)

@@ -122,12 +122,6 @@ def resolve_config(config: ConfigLike | None, overrides: Sequence[str] = (), *,
     return load_config(config, items), None
 
 
-def _cpu_bf16_native() -> bool | None:
-    from gnntrain.precision import cpu_bf16_native  # torch only when bf16 is asked for
-
-    return cpu_bf16_native()
-
-
 def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
     """What can be known about this machine before Ray starts: the run root is writable;
     an embedded Ray has the CPUs and the CUDA device the config asks for."""
@@ -140,11 +134,14 @@ def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
     embedded = single_process or not (cfg.cluster.address or os.environ.get("RAY_ADDRESS"))
     if not embedded:  # a cluster's CPUs and GPUs are checked when the workers are placed
         return
-    if cfg.train.precision == "bf16" and cfg.train.device == "cpu" and _cpu_bf16_native() is False:
-        warnings.warn("train.precision='bf16' on a CPU without bfloat16 instructions (no "
-                      "avx512_bf16/amx_bf16/bf16 flag): its matrix products are emulated and a "
-                      "step can take several times the float32 one; train.precision=fp32 is "
-                      "faster here", RuntimeWarning, stacklevel=2)
+    if cfg.train.precision == "bf16" and cfg.train.device == "cpu":
+        from gnntrain.precision import cpu_bf16_native  # torch only when bf16 is asked for
+
+        if cpu_bf16_native() is False:
+            warnings.warn("train.precision='bf16' on a CPU without bfloat16 instructions (no "
+                          "avx512_bf16/amx_bf16/bf16 flag): its matrix products are emulated and "
+                          "a step can take several times the float32 one; train.precision=fp32 "
+                          "is faster here", RuntimeWarning, stacklevel=2)
     if cfg.train.device == "cuda":
         import torch
 

@@ -1,0 +1,44 @@
+"""The processes a benchmark started: their memory, waiting for them to go, killing them.
+
+psutil only (no torch, no Ray), so a runner imports it at no cost; the lists of processes
+come from the caller (``gnntrain.runtime.ray_group.worker_processes`` for Ray workers, or
+a process tree)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import psutil
+
+
+def rss(procs: Iterable[psutil.Process]) -> dict[int, int]:
+    """pid -> RSS (bytes) of every live process of ``procs``, zombies and processes gone
+    left out."""
+    out = {}
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out[p.pid] = p.memory_info().rss
+        except psutil.Error:
+            continue
+    return out
+
+
+def wait_gone(procs: Sequence[psutil.Process], timeout_s: float = 30.0) -> tuple[int, float]:
+    """(live processes of ``procs`` left, seconds waited) once none is left or
+    ``timeout_s`` passed."""
+    t0 = time.monotonic()
+    while rss(procs) and time.monotonic() - t0 < timeout_s:
+        time.sleep(0.5)
+    return len(rss(procs)), time.monotonic() - t0
+
+
+def kill(procs: Iterable[psutil.Process]) -> None:
+    """SIGKILL every live process of ``procs``."""
+    for p in procs:
+        try:
+            if p.is_running():  # never a later process that reuses a dead one's pid
+                p.kill()
+        except psutil.Error:
+            continue

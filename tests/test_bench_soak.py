@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.soak import group_growth, growth, plan, soak_config
 from gnntrain.api import override_items
 
@@ -25,7 +27,7 @@ def test_the_planned_schedule_is_a_valid_config() -> None:
 
 
 def test_growth_compares_the_last_three_epochs_with_epoch_two() -> None:
-    rows = [{"epoch": e, "rss_mean_mib": v} for e, v in enumerate([50, 100, 100, 104, 105, 106], start=1)]
+    rows = [{"epoch": e, "rss_avg_mib": v} for e, v in enumerate([50, 100, 100, 104, 105, 106], start=1)]
     assert growth(rows) == 1.05
     assert growth(rows[:4]) is None  # too short to tell
 
@@ -33,8 +35,23 @@ def test_growth_compares_the_last_three_epochs_with_epoch_two() -> None:
 def test_group_growth_measures_each_set_of_worker_processes_apart() -> None:
     # faults at 0-based epochs 3 and 6: groups are 1-based epochs 1-3, 4-6, 7-9
     mean = [50, 100, 120, 60, 100, 101, 70, 100, 104]
-    rows = [{"epoch": e, "rss_mean_mib": v} for e, v in enumerate(mean, start=1)]
+    rows = [{"epoch": e, "rss_avg_mib": v} for e, v in enumerate(mean, start=1)]
     faults = [{"epoch": 3}, {"epoch": 6}]
     assert group_growth(rows, faults) == [1.2, 1.01, 1.04]
     assert growth(rows) == sum(mean[-3:]) / 3 / 100  # the whole-run ratio misses the first group's rise
     assert group_growth(rows[:4], faults) == [1.2]  # groups under 3 epochs are not measured
+
+
+def test_watch_averages_the_samples_each_epoch_ran(tmp_path: Path) -> None:
+    """The epoch's figure is the mean over its samples, not the last one before its line."""
+    from bench.soak import MIB, Watch
+
+    w = Watch(tmp_path)
+    done = w.tick({1: 100 * MIB, 2: 300 * MIB}, {}, 0, 0)      # epoch 1 running: mean 200
+    done = w.tick({1: 400 * MIB, 2: 400 * MIB}, {1: 100 * MIB, 2: 300 * MIB}, done, 0)  # 400
+    done = w.tick({1: 900 * MIB}, {1: 400 * MIB, 2: 400 * MIB}, done, 1)  # epoch 1's line seen
+    assert done == 1
+    e1 = w.epochs[1]
+    assert (e1["rss_avg_mib"], e1["rss_mean_mib"], e1["live_workers"]) == (300, 400, 2)
+    w.tick({1: 700 * MIB}, {1: 900 * MIB}, done, 2)                      # epoch 2: one sample, 900
+    assert w.epochs[2]["rss_avg_mib"] == 900

@@ -1,8 +1,12 @@
-"""Starting Ray embedded, or joining a cluster, with a bounded wait either way; and how
-the worker actors find the user's code (:func:`worker_runtime_env`)."""
+"""Starting Ray embedded, or joining a cluster, with a bounded wait either way; how the
+worker actors find the user's code (:func:`worker_runtime_env`); and how their allocator
+is set up and trimmed (:data:`WORKER_MALLOC_ENV`, :func:`trim_heap`)."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import logging
 import os
 import site
@@ -106,6 +110,30 @@ threads (training, serving, Ray's own); with glibc's default of 8 arenas per cor
 thread's arena keeps the holes its freed arrays leave, and a worker's private memory grew
 epoch after epoch on synthetic-small (25-70 MiB per epoch with 2-4 workers). With two
 arenas it levels off after the first epochs, at the same epoch time (``python -m bench.soak``)."""
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+def trim_heap() -> bool:
+    """Give the pages of the allocator's free chunks back to the OS (glibc
+    ``malloc_trim(0)``: the top of every arena, and whole free pages inside them); False
+    where the C library has no such call. A worker actor calls it after each coordinator
+    call (an epoch, an evaluation phase). With two arenas a worker's RSS still rose for
+    its first epochs and then crept (2 workers on synthetic-small: 1,023 -> 1,229 MiB from
+    epoch 2 to 12): freed batch and reply arrays stay mapped between uses. Trimmed, epoch 2
+    to 10 went 1,215 -> 1,042 MiB (``python -m bench.soak``)."""
+    fn = _malloc_trim()
+    if fn is None:
+        return False
+    fn(0)
+    return True
 
 
 def worker_runtime_env() -> dict[str, Any]:

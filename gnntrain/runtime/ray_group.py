@@ -36,7 +36,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
-from gnntrain.runtime.cluster import worker_runtime_env
+from gnntrain.runtime.cluster import trim_heap, worker_runtime_env
 from gnntrain.runtime.codec import Encoded
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
@@ -183,9 +183,13 @@ class WorkerActor:
         return self.worker
 
     def call(self, name: str, *args: Any) -> Any:
-        """A coordinator call (train group), by name: :data:`CALLS`."""
+        """A coordinator call (train group), by name: :data:`CALLS`; then the heap's free
+        pages go back to the OS (:func:`~gnntrain.runtime.cluster.trim_heap`)."""
         self._train_thread = threading.get_ident()
-        return self._w().call(name, *args)
+        try:
+            return self._w().call(name, *args)
+        finally:
+            trim_heap()
 
     def serve(self, name: str, *args: Any) -> Any:
         """A peer request (serve group), by name: :data:`SERVE_CALLS`."""

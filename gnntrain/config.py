@@ -491,6 +491,10 @@ class TrainConfig(_Frozen):
         "in bfloat16 (float16 + a gradient scaler on GPUs without bfloat16); parameters, "
         "gradients, their all-reduce and the optimizer state stay float32 (gnntrain/precision.py)")
     optimizer: Literal["adam", "sgd"] = "adam"
+    grad_clip_norm: float | None = Field(
+        None, gt=0, description="scale the model's summed gradients down to at most this total "
+        "2-norm before each optimizer step (torch.nn.utils.clip_grad_norm_); None: no clipping. "
+        "A model.node_embedding table's sparse rows are not clipped")
     run_root: str = "runs"
 
 

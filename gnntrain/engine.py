@@ -220,12 +220,14 @@ class EpochStats:
 
 def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, item: Prepared,
                allreduce: AllReduce, stats: EpochStats, device: torch.device | None = None,
-               table: InputTable | None = None, precision: Precision = FP32) -> None:
+               table: InputTable | None = None, precision: Precision = FP32,
+               clip_norm: float | None = None) -> None:
     """One synchronous step. Every worker calls it once per step, even with an empty batch,
     so the all-reduce always has all participants. With a trainable input ``table`` its
     rows are read now, their gradients reach the owners before the all-reduce, and the
     owners update them after it. ``precision``: the forward and loss run under its
-    autocast; gradients, their all-reduce, the table and the optimizer stay float32."""
+    autocast; gradients, their all-reduce, the table and the optimizer stay float32.
+    ``clip_norm`` (``train.grad_clip_norm``) clips the all-reduced gradients before the step."""
     device = device or torch.device("cpu")
     model.train()
     opt.zero_grad(set_to_none=False)
@@ -264,7 +266,7 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, i
         offset += b.numel()
     if count > 0:
         set_flat_grads(model, buf[:n_grad] / count)
-        precision.step(opt)
+        precision.step(opt, clip_norm)
     if table is not None:
         table.apply(count)
     stats.steps += 1
@@ -282,12 +284,12 @@ def run_epoch(model: torch.nn.Module, opt: torch.optim.Optimizer, task: Task, pi
               allreduce: AllReduce, epoch: int,
               on_step: Callable[[int], None] | None = None,
               device: torch.device | None = None, table: InputTable | None = None,
-              precision: Precision = FP32) -> EpochStats:
+              precision: Precision = FP32, clip_norm: float | None = None) -> EpochStats:
     stats = EpochStats(epoch=epoch)
     t0 = time.perf_counter()
     try:
         for step, item in enumerate(pipeline):
-            train_step(model, opt, task, item, allreduce, stats, device, table, precision)
+            train_step(model, opt, task, item, allreduce, stats, device, table, precision, clip_norm)
             if on_step is not None:
                 on_step(step)
     finally:

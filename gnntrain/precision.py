@@ -57,9 +57,17 @@ class Precision:
         """``loss.backward()``, scaled first when a gradient scaler is on."""
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
-    def step(self, opt: torch.optim.Optimizer) -> None:
+    def step(self, opt: torch.optim.Optimizer, clip_norm: float | None = None) -> None:
         """``opt.step()`` on the (all-reduced) gradients; with a scaler, unscale them, skip
-        the step if they hold an inf/NaN, and update the scale."""
+        the step if they hold an inf/NaN, and update the scale. ``clip_norm``: first scale
+        the optimizer's gradients down to at most that total 2-norm
+        (``torch.nn.utils.clip_grad_norm_``; every worker holds the same summed gradients,
+        so all clip alike)."""
+        if clip_norm is not None:
+            if self.scaler is not None:
+                self.scaler.unscale_(opt)  # clip the true gradients; step() then skips unscaling
+            params = [p for group in opt.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, clip_norm)
         if self.scaler is None:
             opt.step()
             return

@@ -66,7 +66,7 @@ class Trainer:
 
         stats = run_epoch(self.model, self.opt, self.task, pipe, self.allreduce, epoch,
                           on_step=step_done, device=a.device, table=a.embedding,
-                          precision=self.precision)
+                          precision=self.precision, clip_norm=self.cfg.train.grad_clip_norm)
         a.progress.set("idle", epoch=epoch, step=steps)
         add_io(stats)
         return {"stats": stats.to_dict(), "comm": a.comm.take()}

@@ -34,3 +34,22 @@ def test_mlp_decoder_layerwise_equals_sampled_with_all_neighbours(tmp_path: Path
     for key in ("val_auc", "test_auc", "val_mrr", "test_mrr", "val_hits", "test_hits"):
         assert full[key] == pytest.approx(sampled[key], abs=1e-6), key
     assert 0.0 < full["test_auc"] < 1.0
+
+
+def test_mlp_decoder_options_shape_the_decoder(tmp_path: Path) -> None:
+    """``model.options.decoder_layers`` / ``decoder_dropout`` build OGB's ddi decoder (3 linear
+    layers, dropout after each hidden one); bad values are refused naming the option."""
+    from torch import nn
+
+    from gnntrain.models import build_model
+
+    cfg = tiny_cfg(tmp_path, *MLP, 'model.options={"decoder_layers": 3, "decoder_dropout": 0.5}')
+    model = build_model(cfg.model.arch, cfg.model, 8, 4, 0)
+    mods = list(model.decoder.net)
+    assert [type(m) for m in mods] == [nn.Linear, nn.ReLU, nn.Dropout] * 2 + [nn.Linear]
+    assert all(m.p == 0.5 for m in mods if isinstance(m, nn.Dropout))
+    plain = build_model(cfg.model.arch, tiny_cfg(tmp_path, *MLP).model, 8, 4, 0)
+    assert [type(m) for m in plain.decoder.net] == [nn.Linear, nn.ReLU, nn.Linear]
+    for bad in ('{"decoder_layers": 0}', '{"decoder_dropout": 1.0}'):
+        with pytest.raises(ValueError, match="model.options.decoder_"):
+            build_model(cfg.model.arch, tiny_cfg(tmp_path, *MLP, f"model.options={bad}").model, 8, 4, 0)

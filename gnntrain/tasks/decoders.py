@@ -20,14 +20,12 @@ __all__ = ["HadamardMLP", "with_mlp_decoder"]
 
 
 class HadamardMLP(nn.Module):
-    """``decoder``: an MLP on ``h_u * h_v`` giving one score per pair: ``layers`` linear
-    layers, each but the last followed by ReLU and (in training) ``dropout``."""
+    """``decoder``: an MLP on ``h_u * h_v`` giving one score per pair: ``layers`` (>= 1)
+    linear layers, each but the last followed by ReLU and (in training) ``dropout``
+    (:func:`with_mlp_decoder` checks both where they come from the config)."""
 
     def __init__(self, dim: int, hidden: int | None = None, layers: int = 2, dropout: float = 0.0) -> None:
         super().__init__()
-        if layers < 1 or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"HadamardMLP(layers={layers!r}, dropout={dropout!r}): layers must be >= 1 "
-                             "and dropout in [0, 1)")
         hidden = hidden or dim
         mods: list[nn.Module] = []
         width = dim

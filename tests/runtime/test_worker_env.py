@@ -4,6 +4,7 @@ their heap's free pages back after every coordinator call (:func:`trim_heap`).""
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -56,16 +57,18 @@ print(trim_heap(), before, rss().rss)
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
 def test_trim_heap_gives_free_pages_inside_the_heap_back() -> None:
     """Three quarters of 190 MiB of heap blocks freed between live ones: RSS keeps them
-    until the trim returns their pages."""
-    if not trim_heap():
-        pytest.skip("this C library has no malloc_trim")
+    until the trim returns their pages. Where the C library has no ``malloc_trim`` (musl,
+    macOS) the trim is a no-op that says so, and RSS is not asserted on."""
     out = subprocess.run([sys.executable, "-c", HOLES], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2]).stdout.split()
     ok, before, after = out[0] == "True", int(out[1]), int(out[2])
-    assert ok and before - after > 100 * 2**20, f"RSS {before >> 20} -> {after >> 20} MiB"
+    assert ok == trim_heap()
+    if sys.platform.startswith("linux") and "glibc" in " ".join(platform.libc_ver()):
+        assert ok, "glibc has malloc_trim"
+    if ok:
+        assert before - after > 100 * 2**20, f"RSS {before >> 20} -> {after >> 20} MiB"
 
 
 def test_worker_actor_trims_after_every_coordinator_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -139,3 +139,20 @@ def relu_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if x.device.type != "cpu" or x.dtype not in _FUSED_DTYPES or not 0.0 < p < 1.0:
         return F.dropout(F.relu(x), p=p, training=True)
     return _ReluDropout.apply(x, p)  # type: ignore[no-any-return]
+
+
+class ReluDropout(nn.Module):
+    """:func:`relu_dropout` as a module, for ``nn.Sequential`` stacks: ``F.relu`` in
+    evaluation, the fused ReLU + dropout(``p``) in training."""
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout p={p!r}: must be in [0, 1)")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return relu_dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
+from gnntrain.ops import ReluDropout
+
 if TYPE_CHECKING:
     from gnntrain.config import ModelConfig
 
@@ -21,8 +23,9 @@ __all__ = ["HadamardMLP", "with_mlp_decoder"]
 
 class HadamardMLP(nn.Module):
     """``decoder``: an MLP on ``h_u * h_v`` giving one score per pair: ``layers`` (>= 1)
-    linear layers, each but the last followed by ReLU and (in training) ``dropout``
-    (:func:`with_mlp_decoder` checks both where they come from the config)."""
+    linear layers, each but the last followed by ReLU and (in training) ``dropout``, fused
+    in one pass (:class:`gnntrain.ops.ReluDropout`; torch's CPU dropout took most of an
+    ogbl-ddi step). :func:`with_mlp_decoder` checks both where they come from the config."""
 
     def __init__(self, dim: int, hidden: int | None = None, layers: int = 2, dropout: float = 0.0) -> None:
         super().__init__()
@@ -30,9 +33,7 @@ class HadamardMLP(nn.Module):
         mods: list[nn.Module] = []
         width = dim
         for _ in range(layers - 1):
-            mods += [nn.Linear(width, hidden), nn.ReLU()]
-            if dropout:
-                mods.append(nn.Dropout(dropout))
+            mods += [nn.Linear(width, hidden), ReluDropout(dropout)]
             width = hidden
         mods.append(nn.Linear(width, 1))
         self.net = nn.Sequential(*mods)

@@ -42,14 +42,43 @@ def test_mlp_decoder_options_shape_the_decoder(tmp_path: Path) -> None:
     from torch import nn
 
     from gnntrain.models import build_model
+    from gnntrain.ops import ReluDropout
 
     cfg = tiny_cfg(tmp_path, *MLP, 'model.options={"decoder_layers": 3, "decoder_dropout": 0.5}')
     model = build_model(cfg.model.arch, cfg.model, 8, 4, 0)
     mods = list(model.decoder.net)
-    assert [type(m) for m in mods] == [nn.Linear, nn.ReLU, nn.Dropout] * 2 + [nn.Linear]
-    assert all(m.p == 0.5 for m in mods if isinstance(m, nn.Dropout))
+    assert [type(m) for m in mods] == [nn.Linear, ReluDropout] * 2 + [nn.Linear]
+    assert all(m.p == 0.5 for m in mods if isinstance(m, ReluDropout))
     plain = build_model(cfg.model.arch, tiny_cfg(tmp_path, *MLP).model, 8, 4, 0)
-    assert [type(m) for m in plain.decoder.net] == [nn.Linear, nn.ReLU, nn.Linear]
+    assert [type(m) for m in plain.decoder.net] == [nn.Linear, ReluDropout, nn.Linear]
+    assert [m.p for m in plain.decoder.net if isinstance(m, ReluDropout)] == [0.0]
     for bad in ('{"decoder_layers": 0}', '{"decoder_dropout": 1.0}'):
         with pytest.raises(ValueError, match="model.options.decoder_"):
             build_model(cfg.model.arch, tiny_cfg(tmp_path, *MLP, f"model.options={bad}").model, 8, 4, 0)
+
+
+def test_mlp_decoder_dropout_is_relu_then_dropout() -> None:
+    """The decoder's fused ReLU + dropout: plain ReLU in evaluation; in training each hidden
+    unit is zero or its ReLU value times 1 / (1 - p), kept with probability 1 - p, and the
+    gradient flows through the kept units only."""
+    import torch
+
+    from gnntrain.tasks.decoders import HadamardMLP
+
+    torch.manual_seed(0)
+    dec = HadamardMLP(16, hidden=2048, layers=2, dropout=0.25)
+    first, fused = dec.net[0], dec.net[1]
+    h = torch.randn(64, 16)
+    relu = torch.relu(first(h))
+    dec.eval()
+    assert torch.equal(fused(first(h)), relu)
+    dec.train()
+    x = first(h).detach().requires_grad_(True)
+    out = fused(x)
+    kept = out != 0
+    assert torch.allclose(out[kept], relu[kept] / 0.75)
+    alive = relu > 0
+    assert abs(float(kept[alive].float().mean()) - 0.75) < 0.01   # 64 x 2048 draws
+    out.sum().backward()
+    assert x.grad is not None
+    assert torch.equal(x.grad, kept.float() / 0.75)

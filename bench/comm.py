@@ -3,6 +3,7 @@
     python -m bench.comm            # bytes on synthetic-1m (k=4) + accuracy on synthetic-small (k=2)
     python -m bench.comm --smoke    # 5k nodes, tiny model (seconds)
     python -m bench.comm --only bytes
+    python -m bench.comm --only sparse  # Cora, HeCo ACM and DBLP: dense vs CSR feature replies
 
 Bytes (``datasets/synthetic-1m.yaml``: 1M nodes, 100 features, 10% training nodes;
 fanouts [15, 10, 5], batch 1024, k=4): ``gnntrain.simulate.simulate_k`` runs every
@@ -27,11 +28,19 @@ same model and fanouts as bench.epoch) with 2 Ray workers, METIS, no cache (ever
 remote row goes through the codec), ``--acc-epochs`` epochs, test accuracy of full
 inference: float32 + random order against locality order, float16, bfloat16 and int8.
 
+Sparse rows (``sparse``): HeCo ACM and DBLP and Cora (``datasets/{cora,acm,dblp}.yaml``,
+k=4, the configs' own settings; ``--smoke``: Cora only) carry bag-of-words features that
+are mostly zeros; one simulated epoch each with every feature reply dense
+(``train.sparse_feature_transfer=false``) and with mostly-zero replies sent as CSR, the
+default. A graph whose data is absent is skipped, naming the path (without ``--smoke``, a
+run that finds none of them fails).
+
 Byte ratios and the accuracy deltas are targets, reported. The exit status is 1 when a
 correctness check fails (``bench.verdict``): with the same partition, every cache policy
 ends with parameters identical to the no-cache run; a row that only adds a cache or a
 transfer dtype to another row sends the same sample bytes and no more feature bytes;
-every accuracy run lowers its loss; and no worker dies. A worker death is never
+CSR replies send no more feature bytes than dense ones, and the same sample bytes and
+feature messages; every accuracy run lowers its loss; and no worker dies. A worker death is never
 recovered here (``train.max_failures=0``): it fails the benchmark.
 JSON goes to bench/out/comm.json (``comm-smoke.json``), written after each section; with
 ``--only`` the sections not run keep their figures from an earlier run.
@@ -54,13 +63,13 @@ import torch
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
 from bench.verdict import Check, check, conclude
-from gnntrain.config import RunConfig
+from gnntrain.config import RunConfig, data_root
 from gnntrain.data import load_dataset
 from gnntrain.report import fmt_bytes
 from gnntrain.simulate import simulate_k
 from partition.graph import Graph
 
-SECTIONS = ("bytes", "exact", "accuracy")
+SECTIONS = ("bytes", "sparse", "exact", "accuracy")
 K_BYTES = 4
 BASE = ["partition.method=random", "sampler.cache.policy=none", "sampler.cache.size=0.0",
         "sampler.seed_order=random", "train.feature_dtype=float32",
@@ -182,6 +191,64 @@ def print_bytes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"combined_ratio": combined, "ratios": by_name,
             "lossless_ratio": lossless["ratio_vs_baseline"] if lossless else None,
             "fp16_ratio": fp16["ratio_vs_baseline"] if fp16 else None}
+
+
+# -- sparse rows --------------------------------------------------------------------------
+SPARSE_DATASETS = ("cora", "acm", "dblp")
+"""Real graphs with bag-of-words features (``datasets/<name>.yaml``), k=4 each."""
+
+
+def sparse_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
+    """Feature bytes of one simulated epoch with every reply dense, then with mostly-zero
+    replies as CSR (``train.sparse_feature_transfer``), on each graph whose data is here."""
+    rows = []
+    for name in names:
+        cfg = bench_config(f"{name}.yaml", [], tag)
+        path = data_root() / str(getattr(cfg.dataset, "path", ""))
+        if not path.exists():
+            rows.append({"dataset": name, "skipped": f"no data at {path}"})
+            print(f"  {name}: skipped, no data at {path}")
+            continue
+        graph = load_dataset(cfg.dataset)
+        nnz = int(np.count_nonzero(graph.x)) / max(1, graph.x.size)
+        row: dict[str, Any] = {"dataset": name, "nodes": graph.num_nodes, "width": graph.num_features,
+                               "set_share": nnz, "k": K_BYTES}
+        for mode in ("dense", "sparse"):
+            t0 = time.perf_counter()
+            sim = simulate_k(cfg.with_overrides([f"train.sparse_feature_transfer={mode == 'sparse'}"]),
+                             graph, K_BYTES)
+            row[mode] = {"feature_bytes": sim["bytes_by_category"]["feature"],
+                         "sample_bytes": sim["bytes_by_category"]["sample"],
+                         "feature_messages": sim["messages_by_category"]["feature"],
+                         "seconds": time.perf_counter() - t0}
+        d, sp = row["dense"]["feature_bytes"], row["sparse"]["feature_bytes"]
+        row["ratio"] = d / sp if sp else float("inf")
+        rows.append(row)
+        print(f"  {name}: {graph.num_nodes:,} nodes x {graph.num_features:,} features "
+              f"({100 * nnz:.2f}% set); feature bytes/epoch dense {fmt_bytes(d)}, sparse "
+              f"{fmt_bytes(sp)}: {row['ratio']:.1f}x fewer; simulated epoch "
+              f"{row['dense']['seconds']:.1f} s / {row['sparse']['seconds']:.1f} s")
+        del graph
+    return rows
+
+
+def sparse_checks(rows: list[dict[str, Any]], require_data: bool) -> list[Check]:
+    """Sparse replies never cost more, and the rest of the epoch's traffic is unchanged;
+    ``require_data``: a run that found none of the graphs fails."""
+    out = []
+    for r in rows:
+        if "skipped" in r:
+            continue
+        d, s = r["dense"], r["sparse"]
+        out.append(check(f"sparse: {r['dataset']} sends no more feature bytes, the same sample "
+                         "bytes and messages", s["feature_bytes"] <= d["feature_bytes"]
+                         and s["sample_bytes"] == d["sample_bytes"]
+                         and s["feature_messages"] == d["feature_messages"],
+                         f"feature {s['feature_bytes']} vs {d['feature_bytes']}"))
+    if require_data:
+        out.append(check("sparse: at least one graph measured", any("skipped" not in r for r in rows),
+                         "; ".join(r.get("skipped", "") for r in rows)))
+    return out
 
 
 # -- exactness and accuracy (real training on Ray) --------------------------------------
@@ -323,6 +390,12 @@ def main(argv: list[str] | None = None) -> int:
         checks += bytes_checks(rows)
         save("bytes")
         del graph
+    if "sparse" in only:
+        names = SPARSE_DATASETS[:1] if args.smoke else SPARSE_DATASETS
+        print(f"\nmostly-zero feature rows as CSR, k={K_BYTES} (simulate_k, exact counts)")
+        out["sparse"] = {"rows": sparse_section(names, tag)}
+        checks += sparse_checks(out["sparse"]["rows"], require_data=not args.smoke)
+        save("sparse")
     if "exact" in only or "accuracy" in only:
         from gnntrain.runtime.cluster import ray_session
 

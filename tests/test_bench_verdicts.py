@@ -3,8 +3,8 @@ the module exit non-zero, and ``bench.smoke`` passes that on, naming the module.
 
 Each module is shown failing once: in-process with a component broken by ``monkeypatch``
 where the module is cheap to run (cache, sampling, partition, epoch's single-process
-section), otherwise through its check function fed a failing measurement (comm's exact
-and bytes checks), and comm's worker-death path through its ``main`` with a failing run.
+section), otherwise through its check function fed a failing measurement (comm's exact,
+bytes and sparse checks), and comm's worker-death path through its ``main`` with a failing run.
 """
 
 from __future__ import annotations
@@ -163,6 +163,22 @@ def test_comm_bytes_checks_fail_when_a_cache_changes_sampling_or_adds_bytes() ->
     failed = [c.name for c in bench.comm.bytes_checks(rows) if not c.ok]
     assert failed == ["'metis + cache' samples what 'metis' samples",
                       "'metis + fp16' sends no more feature bytes than 'metis'"]
+
+
+def test_comm_sparse_checks_fail_on_more_bytes_changed_sampling_or_no_data() -> None:
+    def row(name: str, sparse_feature: int, sparse_sample: int) -> dict[str, Any]:
+        return {"dataset": name,
+                "dense": {"feature_bytes": 1000, "sample_bytes": 50, "feature_messages": 4},
+                "sparse": {"feature_bytes": sparse_feature, "sample_bytes": sparse_sample,
+                           "feature_messages": 4}}
+
+    rows = [row("a", 100, 50), row("b", 1001, 50), row("c", 10, 51), {"dataset": "d", "skipped": "no data"}]
+    failed = [c.name for c in bench.comm.sparse_checks(rows, require_data=True) if not c.ok]
+    assert failed == ["sparse: b sends no more feature bytes, the same sample bytes and messages",
+                      "sparse: c sends no more feature bytes, the same sample bytes and messages"]
+    none = [{"dataset": "a", "skipped": "no data at /x"}]
+    assert [c.ok for c in bench.comm.sparse_checks(none, require_data=True)] == [False]
+    assert bench.comm.sparse_checks(none, require_data=False) == []
 
 
 def test_comm_runs_train_with_no_failure_allowance(monkeypatch: pytest.MonkeyPatch) -> None:

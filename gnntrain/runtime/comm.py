@@ -19,7 +19,8 @@ their figures equal a Ray run's.
 
 Categories: ``sample`` (frontier ids out, sampled neighbours back), ``feature``
 (input-row ids out, encoded rows back), ``eval`` (layer-wise evaluation: halo ids out,
-hidden rows back), ``gradient``, ``control`` (the coordinator's calls: arguments to
+hidden rows back, float32, layer 0's being the features; both kinds of rows go as CSR
+where that halves them, :mod:`gnntrain.runtime.codec`), ``gradient``, ``control`` (the coordinator's calls: arguments to
 and replies from each worker), and for a learnable node embedding ``embedding`` (row
 ids out, table rows back) and ``embedding_grad`` (row ids and their gradients out to
 the owner, its empty reply back). Gradient bytes are *computed* from the ring all-reduce

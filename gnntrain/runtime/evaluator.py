@@ -24,6 +24,7 @@ import torch
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import block_needs
 from gnntrain.precision import resolve_precision
+from gnntrain.runtime.codec import decode
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
 
@@ -90,7 +91,7 @@ class Evaluator:
     def _ask_hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
         """Rows after ``layer`` of other parts' nodes, one request per owner (``eval`` bytes)."""
         self.access.comm.add_requests("eval", "hidden", requests, layer)
-        return self.access.peers.hidden(requests, layer)
+        return {o: decode(enc, "float32") for o, enc in self.access.peers.hidden(requests, layer).items()}
 
     def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
         return np.ascontiguousarray(self.hidden[layer][ids - self.access.start])

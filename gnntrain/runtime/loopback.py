@@ -45,7 +45,7 @@ class LoopbackPeers(Peers):
     def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
         return {o: self.workers[o].serve("features", ids, dtype, self.rank) for o, ids in requests.items()}
 
-    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
+    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, Encoded]:
         return {o: self.workers[o].serve("hidden", ids, layer, self.rank) for o, ids in requests.items()}
 
     def embedding_rows(self, requests: dict[int, np.ndarray],

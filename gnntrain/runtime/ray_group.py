@@ -91,7 +91,7 @@ class RayPeers(Peers):
                 for o, ids in requests.items()}
         return self._gather(refs, "feature")
 
-    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
+    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, Encoded]:
         refs = {o: self.handles[o].serve.remote("hidden", ids, layer, self.rank)
                 for o, ids in requests.items()}
         return self._gather(refs, "hidden-row")

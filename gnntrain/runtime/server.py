@@ -31,7 +31,7 @@ class PeerServer:
 
     def features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
         a = self.access
-        enc = encode(a.part.x[ids - a.start], dtype)
+        enc = encode(a.part.x[ids - a.start], dtype, sparse=a.cfg.train.sparse_feature_transfer)
         a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
         return enc
 
@@ -47,7 +47,11 @@ class PeerServer:
                                "(model.node_embedding is not set)")
         return self.access.embedding
 
-    def hidden(self, ids: np.ndarray, layer: int, requester: int) -> np.ndarray:
-        rows = self.evaluator.hidden_rows(ids, layer)
-        self.access.comm.add("eval", requester, wire_bytes(rows))
-        return rows
+    def hidden(self, ids: np.ndarray, layer: int, requester: int) -> Encoded:
+        """Rows after ``layer``, exact float32 (as CSR where that halves them: layer 0's rows
+        are the features)."""
+        a = self.access
+        enc = encode(self.evaluator.hidden_rows(ids, layer), "float32",
+                     sparse=a.cfg.train.sparse_feature_transfer)
+        a.comm.add("eval", requester, wire_bytes(enc))
+        return enc

@@ -8,6 +8,7 @@ counted figures must equal that per category, per destination and per message.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import torch
 
 from gnntrain.config import RunConfig
 from gnntrain.runtime import ray_group
-from gnntrain.runtime.codec import DTYPES, Encoded, decode, encode
+from gnntrain.runtime.codec import DTYPES, decode, encode
 from gnntrain.runtime.comm import CATEGORIES, COUNTING_RULE, summarise, wire_bytes
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.driver import fit
@@ -30,6 +31,7 @@ from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.runtime.ray_group import RayGroup, WorkerActor
 from gnntrain.tasks import NodeClassification
 from partition import build_partition_set
+from partition.graph import Graph
 from tests.conftest import make_graph
 from tests.runtime.helpers import tiny_cfg
 
@@ -98,7 +100,7 @@ class ProbeActor(WorkerActor):
         """What was measured since the last call, then reset."""
         with self._lock:
             out = self.seen
-            self.seen = {"peer": {}, "control": [0, 0], "feature_payload": [0, 0, 0]}
+            self.seen = {"peer": {}, "control": [0, 0], "feature_payload": [0, 0, 0, 0, 0]}
         return out
 
     def probe_feature_dtype(self, dtype: str) -> None:
@@ -108,12 +110,14 @@ class ProbeActor(WorkerActor):
 def _serve_probe(self: ProbeActor, name: str, *args: Any) -> Any:
     out = WorkerActor.serve(self, name, *args)
     self._peer(PEER_CALLS[name], self.rank, int(args[-1]), serialised_size(out))  # reply to the requester
-    if isinstance(out, Encoded):  # what the array buffers carry per value
+    if name == "features":  # what the array buffers carry per value
         with self._lock:
             fp = self.seen["feature_payload"]
             fp[0] += out.data.size
             fp[1] += out.data.nbytes
             fp[2] += out.scale.nbytes if out.scale is not None else 0
+            fp[3] += int(out.sparse)
+            fp[4] += (out.indptr.size - 1) * out.width if out.indptr is not None else out.data.size
     return out
 
 
@@ -178,6 +182,36 @@ def test_counted_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path
             res = fit(cfg, group, None, NodeClassification(), progress=False)
             seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
             _check_counted_equals_seen(res, seen, sent, dtype, world)
+            assert sum(s["feature_payload"][3] for s in seen) == 0  # dense rows travel dense
+
+
+def sparse_features(g: Graph, keep: float = 0.02, seed: int = 0) -> Graph:
+    """``g`` with all but about ``keep`` of its feature values zero (bag-of-words-like rows),
+    one of them a ``-0.0``, which must travel as it is."""
+    rng = np.random.default_rng(seed)
+    x = np.where(rng.random(g.x.shape) < keep, g.x, 0.0).astype(np.float32)
+    x[0, 0] = -0.0
+    return dataclasses.replace(g, x=x)
+
+
+def test_sparse_feature_rows_counted_as_ray_serialises(ray_local: None, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mostly-zero rows travel as CSR (fewer values than rows x width) and are still counted
+    exactly as Ray serialises them, for a full-width and a narrowed dtype."""
+    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    world = 2
+    cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=full", workers=world)
+    g = sparse_features(make_graph(300, seed=3, num_features=64))
+    with recorded_group(cfg, g, world) as (group, actors, sent):
+        for dtype in ("float32", "int8"):
+            ray.get([a.probe_feature_dtype.remote(dtype) for a in actors], timeout=60)
+            sent[:] = 0
+            res = fit(cfg, group, None, NodeClassification(), progress=False)
+            seen = ray.get([a.probe_take.remote() for a in actors], timeout=60)
+            _check_counted_equals_seen(res, seen, sent, dtype, world)
+            values, sparse, dense_values = (sum(s["feature_payload"][i] for s in seen)
+                                            for i in (0, 3, 4))
+            assert sparse > 0 and 0 < values < 0.05 * dense_values, (values, dense_values)
 
 
 def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path,
@@ -222,7 +256,7 @@ def _check_counted_equals_seen(res: Any, seen: list[dict[str, Any]], sent: np.nd
                                   err_msg=f"{dtype}: control bytes per worker")
     assert counted["messages"]["control"] == sent[1].sum() + sum(s["control"][1] for s in seen)
     # the feature rows crossed the boundary at the transfer dtype's width
-    values, data, scale = np.sum([s["feature_payload"] for s in seen], axis=0)
+    values, data, scale, _, _ = np.sum([s["feature_payload"] for s in seen], axis=0)
     assert values > 0 and data == values * BYTES_PER_VALUE[dtype], dtype
     assert (scale > 0) == (dtype == "int8")
     # the matrix adds up to the categories and nobody sends to itself
@@ -238,6 +272,7 @@ def test_transfer_dtype_width_and_round_trip(dtype: str) -> None:
     rng = np.random.default_rng(0)
     rows = (rng.standard_normal((128, 33)) * 300).astype(np.float32)
     enc = encode(rows, dtype)
+    assert not enc.sparse
     per_row = rows.shape[1] * BYTES_PER_VALUE[dtype] + (4 if dtype == "int8" else 0)
     assert enc.nbytes == rows.shape[0] * per_row
     # 64 more rows: their buffer, plus at most a few bytes of longer length fields
@@ -255,8 +290,56 @@ def test_transfer_dtype_width_and_round_trip(dtype: str) -> None:
         assert not np.array_equal(got, rows)  # the values really were narrowed
 
 
-def _loopback(cfg: RunConfig, tmp_path: Path, seed: int = 3) -> LoopbackGroup:
-    g = make_graph(400, seed=seed)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mostly_zero_rows_travel_sparse_and_decode_as_dense(dtype: str) -> None:
+    """Rows with 1% of values set go as CSR in at most half the dense bytes and decode to
+    exactly what the dense encoding decodes to (``-0.0`` included); a reply that would not
+    halve stays dense."""
+    rng = np.random.default_rng(1)
+    rows = np.where(rng.random((200, 700)) < 0.01, rng.standard_normal((200, 700)) * 30,
+                    0.0).astype(np.float32)
+    rows[3] = 0.0          # an empty row
+    rows[5, 7] = -0.0      # a set sign bit
+    enc = encode(rows, dtype)
+    assert enc.sparse and enc.width == 700 and enc.indices is not None
+    assert enc.indices.dtype == np.uint16
+    assert enc.data.size == np.count_nonzero(rows.view(np.uint32))
+    dense_bytes = rows.size * BYTES_PER_VALUE[dtype] + (4 * rows.shape[0] if dtype == "int8" else 0)
+    assert enc.nbytes <= dense_bytes / 2
+    got = decode(enc, dtype)
+    assert not encode(np.where(rng.random((50, 40)) < 0.5, 1.0, 0.0).astype(np.float32), dtype).sparse
+    with_dense = decode(encode(rows, dtype, sparse=False), dtype)
+    assert got.dtype == np.float32 and got.shape == rows.shape
+    np.testing.assert_array_equal(got.view(np.uint32), with_dense.view(np.uint32))
+    if dtype == "float32":
+        np.testing.assert_array_equal(got.view(np.uint32), rows.view(np.uint32))
+
+
+def test_sparse_rows_train_exactly_as_dense_rows(tmp_path: Path) -> None:
+    """Two in-process workers on mostly-zero features: the same losses and metrics (layer-wise
+    evaluation included) whether rows travel sparse or dense, in under half the feature
+    bytes. (No dropout: in-process workers are threads drawing their masks from torch's one
+    global generator.)"""
+    g = sparse_features(make_graph(400, seed=3, num_features=64))
+    out = {}
+    for mode in ("sparse", "dense"):
+        cfg = tiny_cfg(tmp_path, "train.epochs=2", "model.dropout=0.0",
+                       f"train.sparse_feature_transfer={mode == 'sparse'}", workers=2)
+        group = _loopback(cfg, tmp_path, graph=g)
+        out[mode] = fit(cfg, group, None, NodeClassification(), progress=False)
+    for a, b in zip(out["sparse"].epochs, out["dense"].epochs, strict=True):
+        for key in ("loss", "val_acc", "test_acc"):
+            assert a[key] == b[key], key
+        fs, fd = a["comm"]["by_category"]["feature"], b["comm"]["by_category"]["feature"]
+        assert 0 < fs < fd / 2, (fs, fd)
+        assert a["comm"]["by_category"]["sample"] == b["comm"]["by_category"]["sample"]
+        # layer-wise evaluation: layer 0's halo rows are the features, sent sparse as well
+        es, ed = a["eval_comm"]["by_category"]["eval"], b["eval_comm"]["by_category"]["eval"]
+        assert 0 < es < 0.75 * ed, (es, ed)
+
+
+def _loopback(cfg: RunConfig, tmp_path: Path, seed: int = 3, graph: Graph | None = None) -> LoopbackGroup:
+    g = graph if graph is not None else make_graph(400, seed=seed)
     pset = build_partition_set(g, cfg.partition, tmp_path / "parts")
     parts = [pset.load_part(p) for p in range(pset.num_parts)]
     return LoopbackGroup(cfg, parts, pset.global_degrees(), int(pset.num_classes), cfg.model.arch,

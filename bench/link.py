@@ -18,6 +18,11 @@ Sections, all in one run on the same split (the config's seeded random split):
   twice the size). The reference's Hits@50 is bootstrapped over the test negatives (and
   with ``--reference-seeds N`` repeated over seeds): that spread is the noise any single
   figure carries.
+* ``seeds`` -- the reference and ours computing the same thing (every neighbour in
+  training, target edges left in message passing, exact layer-wise evaluation), each
+  trained with ``--seeds`` seeds (default 3; 2 with ``--smoke``): per-seed test Hits@50 and
+  AUC, their means and standard deviations over seeds, and the gap of the means with its
+  standard error. A single seed's Hits@50 moves by several points from seed to seed.
 * ``throughput`` -- training edges per second of our link batches (the task's batches of
   positives plus uniform negatives, sampled 3 hops with their target edges excluded)
   against DGL 2.1's ``as_edge_prediction_sampler`` + ``negative_sampler.Uniform``
@@ -63,7 +68,7 @@ from gnntrain.config import RunConfig
 from gnntrain.tasks import LinkPrediction, build_task, ranking
 from partition.graph import Graph
 
-SECTIONS = ("accuracy", "throughput", "comm", "negatives")
+SECTIONS = ("accuracy", "seeds", "throughput", "comm", "negatives")
 CONFIG = "ca-HepPh-link.yaml"
 SMOKE = ["dataset={name: link-smoke, source: synthetic, synthetic: {nodes: 1500, avg_degree: 10, "
          "features: 16, classes: 4, seed: 0}}", "train.epochs=2", "train.eval_every=1",
@@ -227,6 +232,49 @@ def accuracy_section(cfg0: RunConfig, base: list[str], smoke: bool, tag: str, re
         print(f"  {r['run']:<52} Hits {r['hits_gap_points']:+6.1f} points, AUC "
               f"{r['auc_gap_points']:+5.2f} points against the reference mean", flush=True)
     return rows, checks, {"summary": summary, "two_worker_comm": two_worker}
+
+
+# -- seeds: the matched computation over several seeds -----------------------------------
+MATCHED = ["sampler.fanouts=[-1,-1]", "train.eval=full", "task.options.exclude_targets=false"]
+"""Ours computing what the reference computes: every neighbour in training, target edges
+left in message passing, exact layer-wise evaluation (only the random streams differ)."""
+
+
+def seeds_section(cfg0: RunConfig, base: list[str], tag: str, seeds: int
+                  ) -> tuple[dict[str, Any], list[Check]]:
+    """The reference and ours (:data:`MATCHED`) trained with ``seeds`` seeds each: per-seed
+    test Hits@K and AUC, their means and spreads, and the gap of the means."""
+    task, g = loaded_task(cfg0.with_overrides(MATCHED))
+    runs: dict[str, list[dict[str, Any]]] = {"reference": [], "ours": []}
+    checks: list[Check] = []
+    for i in range(seeds):
+        sd = cfg0.train.seed + i
+        ref = pyg_reference(cfg0, task, g, sd)
+        cfg = bench_config(CONFIG, [*base, *MATCHED, f"train.seed={sd}", f"train.eval_every={cfg0.train.epochs}",
+                                    "cluster.workers=1", "partition.parts=1"], tag)
+        res = ours(cfg, 1)
+        res.pop("comm")
+        for name, r in (("reference", ref), ("ours", res)):
+            runs[name].append({"seed": sd, **{k: r[k] for k in ("test_hits", "test_auc", "val_hits",
+                                                                 "loss_first", "loss_last", "seconds")}})
+            checks.append(check(f"seeds: {name} seed {sd} lowers its loss", r["loss_last"] < r["loss_first"],
+                                f"{r['loss_first']:.4f} -> {r['loss_last']:.4f}"))
+            print(f"  seed {sd} {name:<9} test Hits@{task.hits_k} {r['test_hits']:.3f}  AUC "
+                  f"{r['test_auc']:.4f}  val Hits {r['val_hits']:.3f}  loss {r['loss_last']:.4f} "
+                  f"({r['seconds']:.0f} s)", flush=True)
+    summary: dict[str, Any] = {}
+    for name, rows in runs.items():
+        h, a = (np.array([r[k] for r in rows]) for k in ("test_hits", "test_auc"))
+        summary[name] = {"hits_mean": float(h.mean()), "hits_std": float(h.std(ddof=1)) if h.size > 1 else 0.0,
+                         "auc_mean": float(a.mean())}
+        print(f"{name:<9} over {h.size} seeds: test Hits@{task.hits_k} {h.mean():.3f} (std "
+              f"{summary[name]['hits_std']:.3f}, min {h.min():.3f}, max {h.max():.3f}), AUC {a.mean():.4f}")
+    gap = 100 * (summary["ours"]["hits_mean"] - summary["reference"]["hits_mean"])
+    se = 100 * float(np.sqrt((summary["ours"]["hits_std"] ** 2 + summary["reference"]["hits_std"] ** 2) / seeds))
+    summary["hits_gap_points"], summary["hits_gap_standard_error_points"] = gap, se
+    print(f"mean test Hits@{task.hits_k} gap {gap:+.1f} points (standard error {se:.1f}); AUC gap "
+          f"{100 * (summary['ours']['auc_mean'] - summary['reference']['auc_mean']):+.2f} points")
+    return {"overrides": MATCHED, "runs": runs, "summary": summary}, checks
 
 
 # -- (b) throughput -----------------------------------------------------------------------
@@ -451,10 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference-seeds", type=int, default=1,
                     help="seeds of the PyG reference (its spread over seeds is printed)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds (best kept)")
+    ap.add_argument("--seeds", type=int, default=3,
+                    help="seeds of the reference and of ours in the seeds section (>= 2)")
     args = ap.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
-    if [s for s in only if s not in SECTIONS]:
-        ap.error(f"--only={args.only!r}: allowed {','.join(SECTIONS)}")
+    if [s for s in only if s not in SECTIONS] or args.seeds < 2:
+        ap.error(f"--only={args.only!r} (allowed {','.join(SECTIONS)}) and --seeds={args.seeds} (>= 2)")
     tag = "link-smoke" if args.smoke else "link"
     base = list(SMOKE) if args.smoke else []
     cfg0 = bench_config(CONFIG, [*base, "cluster.workers=1", "partition.parts=1"], tag)
@@ -468,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
         two_worker = extra["two_worker_comm"]
         checks += c
         uniform_run = next(r for r in rows if r["run"] == "ours, 1 process, layer-wise eval")
+    if "seeds" in only:
+        out["seeds"], c = seeds_section(cfg0, base, tag, 2 if args.smoke else args.seeds)
+        checks += c
     if "throughput" in only:
         out["throughput"] = tp = throughput_section(cfg0, args.smoke, tag, out["notes"],
                                                     1 if args.smoke else args.rounds)

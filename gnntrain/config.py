@@ -487,10 +487,10 @@ class TrainConfig(_Frozen):
     max_failures: int = Field(0, ge=0)
     feature_dtype: Literal["float32", "float16", "bfloat16", "int8"] = "float32"
     sparse_feature_transfer: bool = Field(
-        True, description="an owner sends a feature reply as CSR (nonzero values at "
-        "feature_dtype's width, their columns and row offsets) when that takes at most half "
-        "the dense bytes: exact, decided per reply from the rows' own zeros "
-        "(gnntrain/runtime/codec.py); false: always dense")
+        True, description="an owner sends a feature reply, and a layer-wise evaluation's "
+        "hidden-row reply, as CSR (nonzero values at the reply's width, their columns and row "
+        "offsets) when that takes at most half the dense bytes: exact, decided per reply from "
+        "the rows' own zeros (gnntrain/runtime/codec.py); false: always dense")
     precision: Literal["fp32", "bf16"] = Field(
         "fp32", description="the model's compute: fp32, or bf16 = forward under torch.autocast "
         "in bfloat16 (float16 + a gradient scaler on GPUs without bfloat16); parameters, "

@@ -20,10 +20,10 @@ their figures equal a Ray run's.
 Categories: ``sample`` (frontier ids out, sampled neighbours back), ``feature``
 (input-row ids out, encoded rows back), ``eval`` (layer-wise evaluation: halo ids out,
 hidden rows back, float32, layer 0's being the features; both kinds of rows go as CSR
-where that halves them, :mod:`gnntrain.runtime.codec`), ``gradient``, ``control`` (the coordinator's calls: arguments to
-and replies from each worker), and for a learnable node embedding ``embedding`` (row
-ids out, table rows back) and ``embedding_grad`` (row ids and their gradients out to
-the owner, its empty reply back). Gradient bytes are *computed* from the ring all-reduce
+where that halves them, :mod:`gnntrain.runtime.codec`), ``gradient``, ``control`` (the
+coordinator's calls: arguments to and replies from each worker), and for a learnable
+node embedding ``embedding`` (row ids out, table rows back) and ``embedding_grad`` (row
+ids and their gradients out to the owner, its empty reply back). Gradient bytes are *computed* from the ring all-reduce
 formula (gloo does not expose its wire bytes) and the report labels them so.
 
 On a typed graph the ``sample`` and ``feature`` bytes are also broken down by node type

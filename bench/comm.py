@@ -61,9 +61,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench.configs import missing_data
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
 from bench.verdict import Check, check, conclude
-from gnntrain.config import RunConfig, data_root
+from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.report import fmt_bytes
 from gnntrain.simulate import simulate_k
@@ -204,10 +205,10 @@ def sparse_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         cfg = bench_config(f"{name}.yaml", [], tag)
-        path = data_root() / str(getattr(cfg.dataset, "path", ""))
-        if not path.exists():
-            rows.append({"dataset": name, "skipped": f"no data at {path}"})
-            print(f"  {name}: skipped, no data at {path}")
+        missing = missing_data(cfg.dataset)
+        if missing:
+            rows.append({"dataset": name, "skipped": f"no data at {', '.join(missing)}"})
+            print(f"  {name}: skipped, no data at {', '.join(missing)}")
             continue
         graph = load_dataset(cfg.dataset)
         nnz = int(np.count_nonzero(graph.x)) / max(1, graph.x.size)

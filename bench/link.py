@@ -240,8 +240,7 @@ MATCHED = ["sampler.fanouts=[-1,-1]", "train.eval=full", "task.options.exclude_t
 left in message passing, exact layer-wise evaluation (only the random streams differ)."""
 
 
-def seeds_section(cfg0: RunConfig, base: list[str], tag: str, seeds: int
-                  ) -> tuple[dict[str, Any], list[Check]]:
+def seeds_section(cfg0: RunConfig, seeds: int) -> tuple[dict[str, Any], list[Check]]:
     """The reference and ours (:data:`MATCHED`) trained with ``seeds`` seeds each: per-seed
     test Hits@K and AUC, their means and spreads, and the gap of the means."""
     task, g = loaded_task(cfg0.with_overrides(MATCHED))
@@ -250,9 +249,8 @@ def seeds_section(cfg0: RunConfig, base: list[str], tag: str, seeds: int
     for i in range(seeds):
         sd = cfg0.train.seed + i
         ref = pyg_reference(cfg0, task, g, sd)
-        cfg = bench_config(CONFIG, [*base, *MATCHED, f"train.seed={sd}", f"train.eval_every={cfg0.train.epochs}",
-                                    "cluster.workers=1", "partition.parts=1"], tag)
-        res = ours(cfg, 1)
+        res = ours(cfg0.with_overrides([*MATCHED, f"train.seed={sd}",
+                                        f"train.eval_every={cfg0.train.epochs}"]), 1)
         res.pop("comm")
         for name, r in (("reference", ref), ("ours", res)):
             runs[name].append({"seed": sd, **{k: r[k] for k in ("test_hits", "test_auc", "val_hits",
@@ -519,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         checks += c
         uniform_run = next(r for r in rows if r["run"] == "ours, 1 process, layer-wise eval")
     if "seeds" in only:
-        out["seeds"], c = seeds_section(cfg0, base, tag, 2 if args.smoke else args.seeds)
+        out["seeds"], c = seeds_section(cfg0, 2 if args.smoke else args.seeds)
         checks += c
     if "throughput" in only:
         out["throughput"] = tp = throughput_section(cfg0, args.smoke, tag, out["notes"],

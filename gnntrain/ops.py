@@ -147,8 +147,6 @@ class ReluDropout(nn.Module):
 
     def __init__(self, p: float = 0.0) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout p={p!r}: must be in [0, 1)")
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

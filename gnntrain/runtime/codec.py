@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-DTYPES = ("float32", "float16", "bfloat16", "int8")
 _VALUE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
+DTYPES = tuple(_VALUE_BYTES)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,13 @@ memory = peak RSS during the step minus the RSS before the graph existed, divide
 bytes of CSR + features. If ``GNNTRAIN_DGL_PYTHON`` names a Python with
 DGL, ``dgl.distributed.partition_graph`` runs on the same graph in a subprocess.
 
+Typed part (``--only typed``): the MAG-shaped generator (``--typed-papers``; 400k papers give
+1.03M nodes of 4 types and 10.8M edges of 8 relations) at k=4, balance per node type: the set
+training builds (format 1), the typed format-2 set, and DGL's ``partition_graph`` on the
+same heterograph when ``GNNTRAIN_DGL_PYTHON`` is set; time from memory to the set on disk,
+edge cut, training-node and per-type imbalance. Checked: ours keeps every type with at
+least 20 nodes a part within 1.05.
+
 Real part: Cora, CA-HepPh, GitHub, Tolokers (under ``$GNNTRAIN_DATA``) at k = 2, 4, 8, 16
 for metis, random and ldg (``assign_parts`` only): edge cut, cut / random cut,
 training-node and edge imbalance (max/mean). JSON goes to bench/out/.
@@ -43,6 +50,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench._dgl_hetero import write_npz
 from bench.verdict import Check, check, conclude
 from gnntrain.config import (
     CsvDataset,
@@ -302,6 +310,108 @@ def synthetic(nodes: int, ks: list[int], repeats: int,
     return [{**r, "graph": g.name, "generate_seconds": gen_s, "data_bytes": data} for r in rows], checks
 
 
+def _typed_stats(hg: Any, parts: dict[str, np.ndarray], k: int) -> dict[str, Any]:
+    cut = sum(int(np.count_nonzero(parts[s][src] != parts[d][dst]))
+              for (s, _, d), csr in hg.relations.items() for src, dst in [csr.edges()])
+    tr = np.bincount(parts[hg.target][hg.train_idx], minlength=k)
+    return {"cut": cut / hg.total_edges, "train_imb": float(tr.max() / tr.mean()),
+            "type_imb": {t: float(c.max() / c.mean()) for t in hg.node_types
+                         for c in [np.bincount(parts[t], minlength=k)]}}
+
+
+def _dgl_typed(hg: Any, k: int) -> dict[str, Any] | None:
+    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    if not python:
+        return None
+    with tempfile.TemporaryDirectory(dir=OUT) as tmp:
+        npz = Path(tmp) / "g.npz"
+        write_npz(npz, hg, [])
+        proc = subprocess.run([python, str(Path(__file__).resolve().parent / "_dgl_hetero.py"), "partition",
+                               str(npz), str(k), str(Path(tmp) / "out")],
+                              capture_output=True, text=True, timeout=3600)
+        if proc.returncode != 0:
+            return {"row": "DGL partition_graph (heterograph)", "k": k, "error": proc.stderr[-500:]}
+        parts = {t: np.load(Path(tmp) / "out" / f"parts-{t}.npy") for t in hg.node_types}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"row": "DGL partition_graph (heterograph)", "k": k, "seconds": res["seconds"],
+            **_typed_stats(hg, parts, k)}
+
+
+def typed(papers: int, ks: list[int], con: Console) -> tuple[list[dict[str, Any]], list[Check]]:
+    """The MAG-shaped typed graph (1.03M nodes and 10.8M edges at 400k papers) partitioned with
+    balance per node type: the set training builds (``to_training_graph`` + ``build_partition_set``,
+    METIS), the typed format-2 set (``build_hetero_partition_set``) and DGL's ``partition_graph``
+    on the same heterograph (balance per type plus the target's training nodes, in-edges),
+    all from memory to the set on disk."""
+    from gnntrain.config import SyntheticHeteroConfig
+    from gnntrain.data.hetero import to_training_graph
+    from gnntrain.data.hetero_synthetic import generate_hetero
+    from partition.hetero_methods import assign_hetero_parts
+    from partition.hetero_store import build_hetero_partition_set
+
+    hg = generate_hetero(SyntheticHeteroConfig.scaled(papers, features=16), name=f"mag-{papers}",
+                         add_reverse=True)
+    con.print(f"typed: {hg.total_nodes:,} nodes of {len(hg.node_types)} types, {hg.total_edges:,} edges of "
+              f"{len(hg.relations)} relations, 16 features on {hg.target}")
+    rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
+    root = Path(tempfile.mkdtemp(prefix="partitions-typed-", dir=OUT))
+    try:
+        for k in ks:
+            cfg = PartitionConfig(parts=k, root=str(root))
+            t0 = time.perf_counter()
+            g = to_training_graph(hg)
+            pset = build_partition_set(g, cfg)
+            sec = time.perf_counter() - t0
+            flat = pset.assignment()
+            types = g.node_types()
+            assert types is not None
+            off = g.node_type_offsets
+            parts = {t: flat[off[i]:off[i + 1]] for i, t in enumerate(g.node_type_names)}
+            rows.append({"row": "ours, training set (format 1)", "k": k, "seconds": sec, **_typed_stats(hg, parts, k)})
+            del g, flat, types
+            t0 = time.perf_counter()
+            build_hetero_partition_set(hg, cfg)
+            sec = time.perf_counter() - t0
+            rows.append({"row": "ours, typed set (format 2)", "k": k, "seconds": sec,
+                         **_typed_stats(hg, assign_hetero_parts(hg, cfg), k)})
+            dgl = _dgl_typed(hg, k)
+            if dgl is not None:
+                rows.append(dgl)
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    t = Table(title=f"typed graph {hg.total_nodes:,} nodes / {hg.total_edges:,} edges: partition with "
+                    "balance per node type, from memory to the set on disk (same run)")
+    for col in ("k", "row", "seconds", "edge cut", "train imb", *(f"{n} imb" for n in hg.node_types)):
+        t.add_column(col, justify="right")
+    for r in rows:
+        if "error" in r:
+            t.add_row(str(r["k"]), r["row"], "failed", *[""] * (2 + len(hg.node_types)))
+            continue
+        t.add_row(str(r["k"]), r["row"], f"{r['seconds']:.1f}", f"{r['cut']:.3f}", f"{r['train_imb']:.3f}",
+                  *(f"{r['type_imb'][n]:.3f}" for n in hg.node_types))
+    con.print(t)
+    for k in ks:
+        ours = [r for r in rows if r["k"] == k and r["row"].startswith("ours")]
+        for r in ours:
+            big = [n for n in hg.node_types if hg.num_nodes[n] * 0.05 >= k]
+            worst = max(r["type_imb"][n] for n in big)
+            checks.append(check(f"typed k={k} {r['row']}: every type with >= 20 nodes a part within 1.05",
+                                worst <= 1.05 + 1e-9, f"worst {worst:.3f} over {big}"))
+        d = next((r for r in rows if r["k"] == k and r["row"].startswith("DGL") and "error" not in r), None)
+        if d is not None:
+            for r in ours:
+                con.print(f"  k={k} {r['row']} vs DGL partition_graph: time {r['seconds']:.1f} s / "
+                          f"{d['seconds']:.1f} s = {r['seconds'] / d['seconds']:.2f}x (target <= 1.0), edge cut "
+                          f"{r['cut']:.3f} vs {d['cut']:.3f}, worst type imbalance "
+                          f"{max(r['type_imb'].values()):.3f} vs {max(d['type_imb'].values()):.3f}")
+    if not os.environ.get("GNNTRAIN_DGL_PYTHON"):
+        con.print("  DGL: skipped (set GNNTRAIN_DGL_PYTHON to a Python with DGL to run it)")
+    return [{**r, "graph": hg.name} for r in rows], checks
+
+
 def real(names: list[str], ks: list[int], con: Console) -> tuple[list[dict[str, Any]], list[Check]]:
     from gnntrain.data import load_dataset
 
@@ -340,13 +450,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", default="4,8", help="k for the synthetic graph")
     ap.add_argument("--repeats", type=int, default=1, help="best of N for the METIS rows")
     ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--only", choices=["synthetic", "typed", "real"], help="one section only")
+    ap.add_argument("--typed-papers", type=int, default=400_000,
+                    help="papers of the typed graph (400k: 1.03M nodes, 10.8M edges)")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     con = Console(width=max(Console().width, 160))
     nodes, ks = (20_000, [4]) if args.smoke else (args.nodes, [int(k) for k in args.ks.split(",")])
-    rows, checks = synthetic(nodes, ks, args.repeats, con)
-    result: dict[str, Any] = {"smoke": args.smoke, "synthetic": rows}
-    if not args.skip_real:
+    result: dict[str, Any] = {"smoke": args.smoke}
+    checks: list[Check] = []
+    if args.only in (None, "synthetic"):
+        result["synthetic"], checks = synthetic(nodes, ks, args.repeats, con)
+    if args.only in (None, "typed"):
+        result["typed"], more = typed(4_000 if args.smoke else args.typed_papers, [4], con)
+        checks += more
+    if not args.skip_real and args.only in (None, "real"):
         names, real_ks = (["cora"], [2, 4]) if args.smoke else (list(REAL), [2, 4, 8, 16])
         result["real"], more = real(names, real_ks, con)
         checks += more

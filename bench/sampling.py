@@ -1,7 +1,8 @@
 """Neighbour-sampling throughput: seeds/s and sampled edges/s, ours vs baselines.
 
-    python -m bench.sampling            # 100k/2M and 1M/20M power-law graphs
-    python -m bench.sampling --smoke    # a 20k-node graph, a few batches (seconds)
+    python -m bench.sampling                # 100k/2M and 1M/20M power-law graphs, a 1M-node typed graph
+    python -m bench.sampling --only typed   # the typed graph alone
+    python -m bench.sampling --smoke        # a 20k-node graph and a 10k-node typed one, a few batches
 
 Fanouts [15, 10, 5] (PyG order), batch 1024, uniform without replacement, on the
 synthetic power-law generator (``gnntrain.data.synthetic``). Rows: ours single-thread
@@ -11,6 +12,12 @@ usual pure-numpy approach) as the always-available baseline, and DGL's
 ``NeighborSampler`` (fanouts [5, 10, 15], input layer first) in a subprocess when
 ``GNNTRAIN_DGL_PYTHON`` names a Python that has DGL. Ratios are against DGL at the same
 thread count when it ran, else against the numpy baseline. JSON goes to bench/out/.
+
+Typed section: the MAG-shaped generator (``gnntrain.data.hetero_synthetic``, 1.03M nodes of
+4 types, 10.8M edges of 8 relations with the reverses) sampled from the training papers with
+fanouts [10, 10] per relation: ours over the graph trained as one (a relation id per edge,
+``sampler.fanouts`` as a per-relation mapping) against DGL's ``NeighborSampler`` on the same
+edges as a DGL heterograph (an int fanout there is per edge type), in the same run.
 
 Before timing, the first batches are checked against the sampler's contract (exit status 1
 when a check fails, ``bench.verdict``): every sampled edge is an edge of the graph, each
@@ -28,11 +35,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench._dgl_hetero import write_npz
 from bench.verdict import Check, check, conclude
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
@@ -41,6 +50,7 @@ from samplers import CSRSource, NeighborSampler, SampledBatch
 FANOUTS = [15, 10, 5]
 BATCH = 1024
 OUT = Path(__file__).resolve().parent / "out"
+DGL_HETERO = Path(__file__).resolve().parent / "_dgl_hetero.py"
 CHECK_BATCHES = 3
 
 
@@ -188,18 +198,9 @@ print(json.dumps({"seeds_per_s": n_batches * bs / dt, "edges_per_s": edges / dt,
 
 def _time_dgl(python: str, indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
               n_batches: int, threads: int) -> dict[str, Any] | None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "g.npz"
-        np.savez(path, indptr=indptr, indices=indices, seeds=seeds)
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        try:
-            out = subprocess.run([python, "-c", DGL_SCRIPT, str(path), str(n_batches), str(threads)],
-                                 capture_output=True, text=True, env=env, timeout=1800, check=True)
-        except (subprocess.SubprocessError, OSError) as e:
-            err = getattr(e, "stderr", "") or str(e)
-            print(f"  DGL run failed: {err.strip().splitlines()[-1] if err.strip() else e}")
-            return None
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return _run_dgl(python, ["-c", DGL_SCRIPT],
+                    lambda p: np.savez(p, indptr=indptr, indices=indices, seeds=seeds),
+                    [str(n_batches), str(threads)], threads)
 
 
 def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: int,
@@ -228,14 +229,102 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
     return rows, checks
 
 
+TYPED_FANOUTS = [10, 10]  # per relation, per node (DGL's int fanout on a heterograph)
+
+def _run_dgl(python: str, script: list[str], write: Callable[[Path], None], args: list[str],
+             threads: int) -> dict[str, Any] | None:
+    """``python SCRIPT... NPZ ARGS...`` under DGL's Python, ``write`` having saved the npz."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "g.npz"
+        write(path)
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        try:
+            out = subprocess.run([python, *script, str(path), *args],
+                                 capture_output=True, text=True, env=env, timeout=1800, check=True)
+        except (subprocess.SubprocessError, OSError) as e:
+            err = getattr(e, "stderr", "") or str(e)
+            print(f"  DGL run failed: {err.strip().splitlines()[-1] if err.strip() else e}")
+            return None
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def typed_problems(batch: SampledBatch, indptr: np.ndarray, edge_rel: np.ndarray,
+                   num_rel: int, edge_keys: np.ndarray) -> dict[str, str]:
+    """What in one typed batch breaks the contract: every sampled edge is an edge of the
+    graph with the relation id it carries, and each dst node gets min(its in-degree in
+    that relation, fanout) distinct neighbours per relation."""
+    n = indptr.size - 1
+    bad: dict[str, str] = {}
+    for i, blk in enumerate(batch.blocks):
+        fanout = TYPED_FANOUTS[len(batch.blocks) - 1 - i]
+        src_l, dst_l = blk.edge_index.numpy()
+        rel = np.asarray(blk.edge_rel)
+        dst = batch.input_nodes[dst_l]
+        keys = (dst * n + batch.input_nodes[src_l]) * num_rel + rel
+        pos = np.minimum(np.searchsorted(edge_keys, keys), edge_keys.size - 1)
+        if np.count_nonzero(edge_keys[pos] != keys) or np.unique(keys).size != keys.size:
+            bad["sampled edges exist with their relation"] = f"block {i}"
+        rows = batch.input_nodes[:blk.num_dst]
+        want = np.zeros((rows.size, num_rel), dtype=np.int64)
+        for j, v in enumerate(rows):
+            want[j] = np.minimum(np.bincount(edge_rel[indptr[v]:indptr[v + 1]], minlength=num_rel), fanout)
+        got = np.zeros_like(want)
+        np.add.at(got, (dst_l, rel), 1)
+        if not np.array_equal(got, want):
+            bad["min(deg_r, fanout) per relation"] = f"block {i}: {int((got != want).any(1).sum())} nodes differ"
+    return bad
+
+
+def run_typed(label: str, papers: int, n_batches: int, threads: int, repeats: int,
+              dgl_python: str | None) -> tuple[list[dict[str, Any]], list[Check]]:
+    """Typed sampling on the MAG-shaped generator (papers : authors : institutions : fields
+    = 1 : 1.5 : 1/80 : 1/13, reverse relations added): ours over the graph trained as one
+    (relation id per edge, a fanout per relation) against DGL's ``NeighborSampler`` on the
+    same heterograph, seeds the target type's training papers."""
+    from gnntrain.config import SyntheticHeteroConfig
+    from gnntrain.data.hetero_synthetic import generate_hetero
+
+    t0 = time.perf_counter()
+    hg = generate_hetero(SyntheticHeteroConfig.scaled(papers, features=1), name=label, add_reverse=True)
+    hom = hg.homogenise()
+    num_rel = len(hom.edge_types)
+    print(f"{label}: {hom.num_nodes:,} nodes of {len(hom.node_types)} types, {hom.indices.size:,} edges "
+          f"of {num_rel} relations (generated in {time.perf_counter() - t0:.1f}s)")
+    base = int(hom.type_offsets[hom.node_types.index(hg.target)])
+    local = np.random.default_rng(1).permutation(hg.train_idx)
+    n_batches = min(n_batches, local.size // BATCH)
+    seeds = local + base
+    fan = [tuple([f] * num_rel) for f in TYPED_FANOUTS]
+    sampler = NeighborSampler(CSRSource(hom.indptr, hom.indices, edge_rel=hom.edge_rel,
+                                        num_relations=num_rel), fan)
+    first = sampler.sample(seeds[:BATCH], key=0)
+    n = hom.num_nodes
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(hom.indptr))
+    edge_keys = np.sort((dst * n + hom.indices) * num_rel + hom.edge_rel)
+    bad = typed_problems(first, hom.indptr, hom.edge_rel, num_rel, edge_keys)
+    del dst, edge_keys
+    checks = [check(f"{label}: {name}", name not in bad, bad.get(name, "first batch"))
+              for name in ("sampled edges exist with their relation", "min(deg_r, fanout) per relation")]
+    rows = [{"graph": label, "impl": "ours", "threads": t, **_time_ours(sampler, seeds, n_batches, t, repeats)}
+            for t in sorted({1, threads})]
+    if dgl_python:
+        for t in sorted({1, threads}):
+            res = _run_dgl(dgl_python, [str(DGL_HETERO), "sample"],
+                           lambda p: write_npz(p, hg, TYPED_FANOUTS, seeds=local),
+                           [str(n_batches), str(t)], t)
+            if res is not None:
+                rows.append({"graph": label, "impl": "dgl", "threads": t, **res})
+    return rows, checks
+
+
 def _ratios(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         dgl = [d for d in rows if d["graph"] == r["graph"] and d["impl"] == "dgl"
                and d["threads"] == r["threads"]]
-        base = dgl[0] if dgl else next(d for d in rows if d["graph"] == r["graph"]
-                                       and d["impl"] == "numpy")
-        r["baseline"] = f"{base['impl']}/{base['threads']}t"
-        r["ratio"] = r["seeds_per_s"] / base["seeds_per_s"]
+        base = dgl[0] if dgl else next((d for d in rows if d["graph"] == r["graph"]
+                                        and d["impl"] == "numpy"), None)
+        r["baseline"] = f"{base['impl']}/{base['threads']}t" if base else "none (DGL not run)"
+        r["ratio"] = r["seeds_per_s"] / base["seeds_per_s"] if base else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,25 +333,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="'all cores' thread count (default: every CPU)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the best counts")
+    ap.add_argument("--only", choices=["homogeneous", "typed"], help="one section only")
     args = ap.parse_args(argv)
     dgl_python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    repeats = 1 if args.smoke else args.repeats
     if args.smoke:
-        plan = [("20k/400k", 20_000, 8, 2)]
+        plan, typed_plan = [("20k/400k", 20_000, 8, 2)], [("MAG 10k", 4_000, 3)]
     else:
         plan = [("100k/2M", 100_000, 60, 6), ("1M/20M", 1_000_000, 40, 3)]
+        typed_plan = [("MAG 1M", 400_000, 30)]
     rows: list[dict[str, Any]] = []
     checks: list[Check] = []
-    for label, nodes, nb, npb in plan:
-        graph_rows, graph_checks = run_graph(label, nodes, nb, npb, args.threads,
-                                             1 if args.smoke else args.repeats, dgl_python)
+    for label, nodes, nb, npb in plan if args.only != "typed" else []:
+        graph_rows, graph_checks = run_graph(label, nodes, nb, npb, args.threads, repeats, dgl_python)
+        rows, checks = rows + graph_rows, checks + graph_checks
+    for label, papers, nb in typed_plan if args.only != "homogeneous" else []:
+        graph_rows, graph_checks = run_typed(label, papers, nb, args.threads, repeats, dgl_python)
         rows, checks = rows + graph_rows, checks + graph_checks
     _ratios(rows)
-    print(f"\nfanouts {FANOUTS}, batch {BATCH}, uniform without replacement; "
-          f"DGL: {'ran' if dgl_python else 'not run (set GNNTRAIN_DGL_PYTHON)'}")
+    print(f"\nfanouts {FANOUTS} (typed: {TYPED_FANOUTS} per relation), batch {BATCH}, uniform "
+          f"without replacement; DGL: {'ran' if dgl_python else 'not run (set GNNTRAIN_DGL_PYTHON)'}")
     print(f"{'graph':<9} {'impl':<6} {'thr':>3} {'seeds/s':>10} {'edges/s':>12} {'ratio':>7}  baseline")
     for r in rows:
+        ratio = f"{r['ratio']:>6.2f}x" if r["ratio"] is not None else f"{'-':>7}"
         print(f"{r['graph']:<9} {r['impl']:<6} {r['threads']:>3} {r['seeds_per_s']:>10,.0f} "
-              f"{r['edges_per_s']:>12,.0f} {r['ratio']:>6.2f}x  {r['baseline']}")
+              f"{r['edges_per_s']:>12,.0f} {ratio}  {r['baseline']}")
     result: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, "rows": rows,
                               "python": sys.version.split()[0]}
     status = conclude("sampling", checks, result)

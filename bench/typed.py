@@ -17,6 +17,11 @@ Per dataset, with its config's model size, epochs and split (HeCo's 20 labels pe
 * ``ours, GraphSAGE (types ignored)`` -- the same graph with the built-in GraphSAGE, which
   cannot tell the relations apart.
 
+First, per worker count: METIS with ``partition.balance_node_types`` off and on (edge cut,
+each node type's imbalance; checked: every balanced type within ``partition.imbalance``)
+and the feature bytes the parts hold, padded as stored against per-type tables (checked:
+read back bit for bit).
+
 Test accuracy at the epoch with the best validation accuracy (evaluated every 5 epochs),
 with the published supervised HAN Micro-F1 beside it (ACM 85.11, DBLP 90.16; HeCo paper,
 Table 3). Exit status 1 when a correctness check fails (``bench.verdict``): every run
@@ -108,6 +113,55 @@ def ours(cfg: RunConfig, graph: Graph, workers: int) -> dict[str, Any]:
             "bytes_per_epoch": s["bytes_per_epoch_by_category"]}
 
 
+def partition_rows(name: str, cfg: RunConfig, graph: Graph,
+                   workers: tuple[int, ...]) -> tuple[list[dict[str, Any]], list[Check]]:
+    """Per k: METIS with ``partition.balance_node_types`` off and on (edge cut, each node
+    type's imbalance), and the feature bytes a worker holds per part, padded to the widest
+    type as stored against its per-type tables (``partition.feature_rows.TypedRows``)."""
+    import tempfile
+
+    from partition import build_partition_set
+    from partition.feature_rows import TypedRows
+    from partition.methods import allowed_loads, assign_parts, vertex_weights
+    from partition.report import quality_report
+
+    rows: list[dict[str, Any]] = []
+    checks: list[Check] = []
+    for k in workers:
+        for on in (False, True):
+            pc = cfg.partition.model_copy(update={"parts": k, "balance_node_types": on})
+            parts = assign_parts(graph, pc)
+            r = quality_report(graph, parts, num_parts=k)
+            types = {m: v for m, v in r.imbalance.items() if m.startswith("nodes:")}
+            rows.append({"dataset": name, "run": f"partition k={k} per-type {'on' if on else 'off'}",
+                         "edge_cut_fraction": r.edge_cut_fraction, "imbalance": r.imbalance})
+            print(f"{name:<18} METIS k={k}, per-type balance {'on ' if on else 'off'}: cut "
+                  f"{100 * r.edge_cut_fraction:.1f}%, " + ", ".join(f"{m[6:]} {v:.3f}" for m, v in types.items()),
+                  flush=True)
+            if on:
+                w, names = vertex_weights(graph, pc)
+                load = np.stack([np.bincount(parts, weights=w[:, c], minlength=k) for c in range(w.shape[1])], 1)
+                over = [n for n, a, m in zip(names, allowed_loads(w, k, pc.imbalance), load.max(0), strict=True)
+                        if m > a]
+                checks.append(check(f"{name} k={k}: every balanced type within partition.imbalance", not over,
+                                    f"constraints {names}; over: {over or 'none'}"))
+        with tempfile.TemporaryDirectory() as d:
+            pset = build_partition_set(graph, cfg.partition.model_copy(update={"parts": k, "root": d}))
+            padded = per_type = 0
+            same = True
+            for p in range(k):
+                stored, part = pset.load_part(p, per_type=False).x, pset.load_part(p).x
+                assert isinstance(part, TypedRows) and isinstance(stored, np.ndarray)
+                padded, per_type = padded + stored.nbytes, per_type + part.nbytes
+                same &= bool(np.array_equal(np.asarray(part).view(np.uint32), stored.view(np.uint32)))
+        rows.append({"dataset": name, "run": f"feature tables k={k}", "padded_bytes": padded,
+                     "per_type_bytes": per_type})
+        print(f"{name:<18} k={k} feature tables: {padded / k / 2**20:.1f} MiB a part padded, "
+              f"{per_type / k / 2**20:.1f} MiB per type ({per_type / padded:.2f}x)", flush=True)
+        checks.append(check(f"{name} k={k}: per-type rows read back bit for bit", same, "every part"))
+    return rows, checks
+
+
 def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
                 workers: tuple[int, ...] = (2, 4)) -> tuple[list[dict[str, Any]], list[Check]]:
     from gnntrain.data import load_dataset
@@ -118,8 +172,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
         base += [*SMOKE, "model.options={node_types: 4, bases: 2}"]
     cfg1 = bench_config(f"{name}.yaml", [*base, "cluster.workers=1", "partition.parts=1"], tag)
     graph = load_dataset(cfg1.dataset)
-    rows: list[dict[str, Any]] = []
-    checks: list[Check] = []
+    rows, checks = partition_rows(name, cfg1, graph, workers)
 
     def add(label: str, res: dict[str, Any]) -> None:
         rows.append({"dataset": name, "run": label, **res})

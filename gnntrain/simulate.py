@@ -84,7 +84,7 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
     t0 = time.perf_counter()
     pset = build_partition_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
-    parts = [pset.load_part(p) for p in range(k)]
+    parts = [pset.load_part(p, per_type=False) for p in range(k)]
     task = (task.placed(pset.new_id_map()) if task is not None
             else build_task(cfg_k.task.kind, dict(cfg_k.task.options)))
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),

@@ -28,6 +28,9 @@ class PartitionConfig(BaseModel):
     imbalance: float = Field(1.05, ge=1.0, le=2.0, description="max/mean load tolerated per constraint")
     balance_train: bool = True
     balance_edges: bool = True
+    balance_node_types: bool = Field(True, description="typed graphs: balance each node type's count "
+                                      "over the parts too (types with at least 1/(imbalance-1) nodes "
+                                      "per part), as DistDGL does")
     seed: int = 0
     allow_empty_train: bool = False
     root: str = "partitions"

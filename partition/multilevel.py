@@ -326,7 +326,8 @@ def check_balance(parts: np.ndarray, w: np.ndarray, names: list[str], cfg: Parti
         worst = int(np.argmax(load[:, c]))
         if load[worst, c] > allowed[c]:
             mean = w[:, c].sum() / cfg.parts
-            fix = "" if name == "nodes" else f", or turn the constraint off (partition.balance_{name}=false)"
+            field = "balance_node_types" if name.startswith("nodes:") else f"balance_{name}"
+            fix = "" if name == "nodes" else f", or turn the constraint off (partition.{field}=false)"
             raise PartitionError(
                 f"method={cfg.method!r} could not meet the {name!r} balance constraint: part {worst} "
                 f"holds {load[worst, c]:.0f}, {load[worst, c] / mean:.3f}x the mean, above the allowed "

@@ -13,7 +13,8 @@ Definitions (all on the stored directed in-neighbour CSR):
 * ``cut_matrix[p][q]``: edges into part ``p`` from part ``q`` (diagonal: internal edges).
 * halo of ``p``: distinct nodes of other parts that are in-neighbours of ``p``'s nodes;
   replication factor = halo / owned nodes.
-* imbalance of a per-part count: max / mean over parts (1.0 = perfect; 1.0 if all zero).
+* imbalance of a per-part count: max / mean over parts (1.0 = perfect; 1.0 if all zero);
+  a typed graph also gets ``nodes:<type>`` for each node type.
 * remote share (an analytic estimate, not a measurement): each part samples from its
   training nodes with the fanouts (``fanouts[0]`` next to the seeds); a node of in-degree
   ``d`` reached with weight ``w`` contributes ``w * min(f, d) / d`` to each in-neighbour
@@ -102,6 +103,17 @@ class PartitionReport(BaseModel):
         """PNG: per-part balance bars and the cut-edge heatmap (plus a method comparison)."""
         from partition.render import plot_report
         return plot_report(self, Path(path), compare or [])
+
+
+def _type_imbalance(types: np.ndarray | None, parts: np.ndarray, k: int,
+                    names: tuple[str, ...]) -> dict[str, float]:
+    """``nodes:<type>`` imbalance of every node type of a typed graph (empty if untyped);
+    ``types`` and ``parts`` index the same nodes."""
+    if types is None:
+        return {}
+    counts = np.zeros((len(names), k), dtype=np.int64)
+    np.add.at(counts, (types, parts), 1)
+    return {f"nodes:{name}": _imbalance(counts[t]) for t, name in enumerate(names)}
 
 
 def _imbalance(values: np.ndarray) -> float:
@@ -196,7 +208,9 @@ def quality_report(graph: Graph, assignment: np.ndarray, *, fanouts: list[int] |
         edge_cut_fraction=cut / e, random_edge_cut=rnd_cut, random_edge_cut_fraction=rnd_cut / e,
         random_expected_fraction=1.0 - 1.0 / k,
         cut_vs_random=(cut / rnd_cut) if rnd_cut else (0.0 if cut == 0 else float("inf")),
-        parts=part_stats, imbalance={m: _imbalance(counts[m]) for m in METRICS},
+        parts=part_stats,
+        imbalance={m: _imbalance(counts[m]) for m in METRICS}
+        | _type_imbalance(graph.node_types(), parts, k, graph.node_type_names),
         cut_matrix=matrix.tolist(), fanouts=list(fanouts) if fanouts else None,
         remote_share=share, remote_share_per_hop=per_hop, remote_share_per_part=per_part,
         sampled_per_hop=sampled.sum(1).tolist(), remote_per_hop=remote.sum(1).tolist(),
@@ -220,7 +234,7 @@ def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
     orig_of = np.asarray(np.load(pset.path / "orig_ids.npy", mmap_mode="r"))
     train = np.zeros(n, dtype=bool)  # by original id, as the random baseline draws
     matrix = np.zeros((k, k), dtype=np.int64)
-    parts = [pset.load_part(p, verify=False) for p in range(k)]
+    parts = [pset.load_part(p, verify=False, per_type=False) for p in range(k)]
     for part in parts:
         train[orig_of[np.asarray(part.train_idx)]] = True
     rnd = random_parts(train, k, baseline_seed)[orig_of]  # by new id
@@ -241,7 +255,10 @@ def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
         random_edge_cut=rnd_cut, random_edge_cut_fraction=rnd_cut / e,
         random_expected_fraction=1.0 - 1.0 / k,
         cut_vs_random=(m.edge_cut / rnd_cut) if rnd_cut else (0.0 if m.edge_cut == 0 else float("inf")),
-        parts=part_stats, imbalance={f: _imbalance(counts[f]) for f in METRICS},
+        parts=part_stats,
+        imbalance={f: _imbalance(counts[f]) for f in METRICS}
+        | _type_imbalance(pset.node_types(), pset.book.owner(np.arange(n)), k,
+                          tuple(m.node_types.names) if m.node_types is not None else ()),
         cut_matrix=matrix.tolist(), steps=list(steps if steps is not None else m.steps),
         partition_path=str(pset.path),
         notes=[*(notes or []), "computed from the partition set part by part; no remote-share "

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from partition.book import PartitionBook
 from partition.config import PartitionConfig
 from partition.errors import PartitionChecksumError, PartitionError, PartitionFormatError
+from partition.feature_rows import TypedRows
 from partition.format import (
     EDGE_REL_FILE,
     FORMAT_VERSION,
@@ -54,7 +55,7 @@ class Part:
     book: PartitionBook
     indptr: np.ndarray
     indices: np.ndarray
-    x: np.ndarray
+    x: np.ndarray | TypedRows  # a typed set's rows are held per type (partition.feature_rows)
     y: np.ndarray
     train_idx: np.ndarray
     val_idx: np.ndarray
@@ -182,15 +183,24 @@ class PartitionSet:
         """Part of every ORIGINAL node id (int64 ``[N]``), as :func:`assign_parts` returned it."""
         return self.book.owner(np.asarray(self._set_array("new_ids.npy")))
 
-    def load_part(self, p: int, *, mmap: bool = True, verify: bool = True) -> Part:
-        """Load part ``p`` alone; ``verify`` checks each file's SHA-256 against meta.json first."""
+    def load_part(self, p: int, *, mmap: bool = True, verify: bool = True, per_type: bool = True) -> Part:
+        """Load part ``p`` alone; ``verify`` checks each file's SHA-256 against meta.json first.
+
+        A typed set's features are read once into one table per node type at that type's
+        own width (:class:`~partition.feature_rows.TypedRows`; ``per_type=False`` keeps the
+        stored padded matrix)."""
         self.book.part_range(p)  # refuses a part the set does not have
         p = int(p)
         arrays = {name[:-4]: read_npy(self.path, f"part-{p}/{name}", self.meta.files[f"part-{p}/{name}"],
                                       mmap=mmap, verify=verify) for name in self._part_files()}
         nt = self.meta.node_types
+        stored = arrays.pop("x")
+        x: np.ndarray | TypedRows = stored
+        row_types = node_types_of(np.asarray(arrays["orig_ids"]), nt.offsets) if nt is not None else None
+        if row_types is not None and nt is not None and per_type:
+            x = TypedRows.from_padded(stored, row_types, len(nt.names))
         return Part(part_id=p, book=self.book, edge_types=tuple(self.meta.edge_types or ()),
-                    node_type_names=tuple(nt.names) if nt is not None else (), **arrays)
+                    node_type_names=tuple(nt.names) if nt is not None else (), x=x, **arrays)
 
     def _part_files(self) -> tuple[str, ...]:
         return PART_FILES + ((EDGE_REL_FILE,) if self.meta.edge_types is not None else ())

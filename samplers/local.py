@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from partition.feature_rows import TypedRows
 from partition.graph import Graph
 from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
@@ -60,7 +61,7 @@ class CSRSource(GraphSource):
     stream keyed by ``(key, r, v)``, so the determinism contract holds per relation.
     """
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray | None = None, *,
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray | TypedRows | None = None, *,
                  row_offset: int = 0, num_nodes: int | None = None,
                  edge_weight: np.ndarray | None = None, edge_rel: np.ndarray | None = None,
                  num_relations: int = 0) -> None:
@@ -86,11 +87,12 @@ class CSRSource(GraphSource):
             raise SamplerError(f"indices: neighbour id {bad} is outside [0, num_nodes={total})")
         self.indptr, self.indices = indptr, indices
         if x is not None:
-            x = np.asarray(x)
-            if x.ndim != 2 or x.shape[0] != self.n_rows:
+            if not isinstance(x, TypedRows):  # per-type rows are float32 and stay per type
+                x = np.asarray(x)
+            if len(x.shape) != 2 or x.shape[0] != self.n_rows:
                 raise SamplerError(f"x: expected shape [n_rows={self.n_rows}, F], got {x.shape}")
             if x.dtype != np.float32:
-                x = x.astype(np.float32)
+                x = np.asarray(x).astype(np.float32)
         self.x = x
         self.edge_weight: np.ndarray | None = None
         self._cumw = np.zeros(0, dtype=np.float64)

@@ -86,14 +86,33 @@ def test_sampling_verify_passes_on_the_real_sampler_and_fails_on_a_broken_one() 
 def test_sampling_exits_1_with_a_broken_graph_source(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(bench.sampling, "CSRSource", OffByOne)
-    assert bench.sampling.main(["--smoke", "--threads", "2"]) == 1
+    assert bench.sampling.main(["--smoke", "--threads", "2", "--only", "homogeneous"]) == 1
     assert "FAILED check: 20k/400k: sampled edges exist" in capsys.readouterr().out
+
+
+class WrongRelation(CSRSource):
+    """Broken: every sampled edge carries the next relation id."""
+
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Any, *, replace: bool, key: int) -> Neighbors:
+        nb = super().sample_neighbors(seeds, fanout, replace=replace, key=key)
+        assert nb.rels is not None
+        return Neighbors(counts=nb.counts, nbrs=nb.nbrs, rels=(nb.rels + 1) % self.num_relations)
+
+
+def test_typed_sampling_checks_pass_on_the_real_sampler_and_fail_on_wrong_relations(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.sampling.main(["--smoke", "--only", "typed"]) == 0
+    monkeypatch.setattr(bench.sampling, "CSRSource", WrongRelation)
+    assert bench.sampling.main(["--smoke", "--only", "typed"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED check: MAG 10k: sampled edges exist with their relation" in out
+    assert "FAILED check: MAG 10k: min(deg_r, fanout) per relation" in out
 
 
 # -- partition -----------------------------------------------------------------------------
 def test_partition_exits_1_when_the_metis_build_does_not_cut(monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--nodes", "3000", "--ks", "2", "--skip-real"]
+    args = ["--nodes", "3000", "--ks", "2", "--only", "synthetic"]
     assert bench.partition.main(args) == 0
     real_build = bench.partition.build_partition_set
 

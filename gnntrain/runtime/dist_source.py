@@ -18,6 +18,7 @@ import numpy as np
 from gnntrain.runtime.codec import Encoded, decode
 from gnntrain.runtime.comm import CommCounter, wire_bytes
 from partition import PartitionBook
+from partition.feature_rows import TypedRows
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
 from samplers.base import Fanout
 
@@ -75,7 +76,7 @@ class DistGraphSource(GraphSource):
     """Owned rows sampled locally, the rest asked of their owners (one request per owner)."""
 
     def __init__(self, local: CSRSource, book: PartitionBook, rank: int, peers: Peers,
-                 comm: CommCounter, x_local: np.ndarray) -> None:
+                 comm: CommCounter, x_local: np.ndarray | TypedRows) -> None:
         self.local = local
         self.book = book
         self.rank = rank
@@ -141,7 +142,7 @@ class FeatureStats:
 class DistFeatureReader:
     """Owned rows from the local table, remote rows from the cache, the rest fetched."""
 
-    def __init__(self, x_local: np.ndarray, start: int, book: PartitionBook, rank: int,
+    def __init__(self, x_local: np.ndarray | TypedRows, start: int, book: PartitionBook, rank: int,
                  peers: Peers, comm: CommCounter, degrees: np.ndarray, *,
                  cache: FeatureCache | None = None, dtype: str = "float32",
                  node_types: np.ndarray | None = None) -> None:

@@ -56,7 +56,7 @@ class Evaluator:
     def begin(self) -> None:
         """Layer 0's rows of every owned node: the features, combined with the node
         embedding's rows where the model has one."""
-        x = np.array(self.access.part.x, dtype=np.float32)  # writable copy of the mmap
+        x = np.array(self.access.part.x, dtype=np.float32)  # writable padded copy (of the mmap or per-type rows)
         emb = self.access.embedding
         if emb is not None:
             x = emb.combine(torch.from_numpy(x), torch.from_numpy(emb.shard.table)).numpy()

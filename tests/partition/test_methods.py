@@ -295,3 +295,52 @@ def test_train_weight_is_hashed_validated_and_named_in_errors() -> None:
         g.with_train_weight(np.ones(3, np.int64))
     with pytest.raises(ValueError, match="train_weight: node 0 has weight -1"):
         g.with_train_weight(np.r_[-1, w[1:]])
+
+
+def _typed_graph() -> Graph:
+    from gnntrain.config import SyntheticHeteroConfig
+    from gnntrain.data.hetero import to_training_graph
+    from gnntrain.data.hetero_synthetic import generate_hetero
+
+    return to_training_graph(generate_hetero(SyntheticHeteroConfig(
+        papers=2000, authors=3000, institutions=60, fields=200, features=4, classes=4, seed=1),
+        add_reverse=True))
+
+
+@pytest.mark.parametrize("method", ["metis", "multilevel", "ldg", "random"])
+def test_each_node_type_big_enough_is_balanced_on_its_own(method: str) -> None:
+    """A typed graph trained as one graph gets a ``nodes:<type>`` constraint per type with
+    at least 1/(imbalance-1) nodes per part (DistDGL's per-type balance); the report gives
+    every type's imbalance."""
+    from partition.report import quality_report
+
+    g = _typed_graph()
+    cfg = PartitionConfig(parts=4, method=method)  # type: ignore[arg-type]
+    w, names = vertex_weights(g, cfg)
+    # 60 institutions (15 a part, under the 20 that 1.05 needs) stay in "nodes" only
+    assert names == ["nodes", "nodes:paper", "nodes:author", "nodes:field_of_study", "train", "edges"]
+    types = g.node_types()
+    assert types is not None
+    for c, name in enumerate(names[1:4], start=1):
+        np.testing.assert_array_equal(w[:, c], types == g.node_type_names.index(name[6:]))
+    parts = assign_parts(g, cfg)
+    allowed = allowed_loads(w, 4, cfg.imbalance)
+    loads = np.stack([np.bincount(parts, weights=w[:, c], minlength=4) for c in range(w.shape[1])], axis=1)
+    if method != "ldg":  # LDG treats the loads as capacities it can overshoot at the end
+        assert (loads.max(axis=0) <= allowed + 1e-9).all(), (names, loads.max(axis=0), allowed)
+    report = quality_report(g, parts, num_parts=4)
+    for t, name in enumerate(g.node_type_names):
+        counts = np.bincount(parts[types == t], minlength=4)
+        assert report.imbalance[f"nodes:{name}"] == pytest.approx(counts.max() / counts.mean())
+    if method == "random":  # every type dealt on its own: +-1 per part
+        for t in range(len(g.node_type_names)):
+            counts = np.bincount(parts[types == t], minlength=4)
+            assert counts.max() - counts.min() <= 1
+
+
+def test_per_type_balance_can_be_turned_off_and_untyped_graphs_never_get_it() -> None:
+    g = _typed_graph()
+    off = PartitionConfig(parts=4, balance_node_types=False)
+    assert vertex_weights(g, off)[1] == ["nodes", "train", "edges"]
+    assert vertex_weights(make_graph(500), PartitionConfig(parts=4))[1] == ["nodes", "train", "edges"]
+    assert assign_parts(g, off).shape == (g.num_nodes,)

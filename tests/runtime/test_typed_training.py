@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def test_partition_set_records_types_and_untyped_sets_keep_their_digest(tmp_path
     np.testing.assert_array_equal(types, GRAPH.node_types()[again.orig_ids(np.arange(GRAPH.num_nodes))])
     plain = build_partition_set(make_graph(100), cfg.partition)
     assert plain.node_types() is None
-    assert "node_types" not in (plain.path / "meta.json").read_text()
+    assert "node_types" not in json.loads((plain.path / "meta.json").read_text())
 
 
 def test_rgcn_layerwise_equals_forward_and_relations_matter() -> None:

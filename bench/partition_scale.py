@@ -8,7 +8,9 @@ step's alone:
 
 1. ``chunks``: the synthetic graph streamed to chunks on disk
    (:func:`gnntrain.data.synthetic_chunks.write_synthetic_chunks`, never the whole edge list).
-2. ``metis``: today's path: the graph generated in memory, ``build_partition_set`` with METIS.
+2. ``metis``: today's path: the graph generated in memory, ``build_partition_set`` with METIS
+   (METIS runs in a child process beside it: both peaks are reported, the larger is the
+   path's largest process).
 3. ``<method> w=<n>``: :func:`partition.parallel.run_chunks` on a local Ray started with
    ``num_cpus=n`` (1 or 2 task processes at a time). Its memory is the larger of the
    coordinator's peak and the largest peak of any process that ran a task; Ray's own
@@ -73,7 +75,10 @@ def _child_metis(a: dict[str, Any]) -> dict[str, Any]:
     g = generate(_graph_cfg(a), name=a["name"])
     t1 = time.perf_counter()
     pset = build_partition_set(g, PartitionConfig(method="metis", parts=a["parts"]), a["root"])
+    # METIS itself runs in a process of its own (partition.multilevel._metis_in_child) while
+    # this one holds the graph: its peak is this process's largest child's
     return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": _peak_mib(),
+            "metis_child_peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
             "path": str(pset.path)}
 
 
@@ -195,15 +200,21 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
                methods: list[str], workers: list[int], total: float, smoke: bool) -> int:
     metis = rows["metis"]
     mc = checks["metis"]
+    metis_peak = max(metis["peak_mib"], metis.get("metis_child_peak_mib", 0.0))  # its largest process
     print(f"\ngraph: {base['nodes']:,} nodes, {rows['chunks']['edges']:,} edges, {base['features']} features, "
           f"k={base['parts']}; chunks written in {rows['chunks']['seconds']:.1f} s, peak "
           f"{rows['chunks']['peak_mib']:.0f} MiB ({rows['chunks']['edge_chunks']} edge / "
           f"{rows['chunks']['node_chunks']} node chunks)")
     print(f"{'row':<16} {'seconds':>8} {'peak MiB':>9} {'coord MiB':>9} {'worker MiB':>10} {'mem/metis':>9} "
           f"{'edge cut':>8} {'cut/metis':>9} {'train imb':>9} {'edge imb':>8} {'node imb':>8}")
-    print(f"{'metis (whole)':<16} {metis['seconds']:>8.1f} {metis['peak_mib']:>9.0f} {'':>9} {'':>10} {1.0:>9.2f} "
+    print(f"{'metis (whole)':<16} {metis['seconds']:>8.1f} {metis_peak:>9.0f} {'':>9} {'':>10} {1.0:>9.2f} "
           f"{mc['edge_cut']:>8.3f} {1.0:>9.2f} {mc['imbalance']['train']:>9.3f} {mc['imbalance']['edges']:>8.3f} "
           f"{mc['imbalance']['nodes']:>8.3f}")
+    if "metis_child_peak_mib" in metis:
+        print(f"  metis (whole): the process holding the graph peaks at {metis['peak_mib']:.0f} MiB and "
+              f"METIS's own process, beside it, at {metis['metis_child_peak_mib']:.0f} MiB (the path's "
+              f"two processes together: up to {metis['peak_mib'] + metis['metis_child_peak_mib']:.0f} MiB); "
+              "mem/metis divides by the larger process")
     failures = [f"{n}: {what}" for n, c in checks.items() for what, bad in
                 (("round trip", not c["round_trip"]), ("a node not owned exactly once", not c["assigned_once"]),
                  ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9)) if bad]
@@ -214,7 +225,7 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
             r = rows[f"{m} w={w}"]
             print(f"{m + ' w=' + str(w):<16} {r['seconds']:>8.1f} {r['peak_mib']:>9.0f} "
                   f"{r['coordinator_peak_mib']:>9.0f} {r['worker_peak_mib']:>10.0f} "
-                  f"{r['peak_mib'] / metis['peak_mib']:>9.2f} {c['edge_cut']:>8.3f} "
+                  f"{r['peak_mib'] / metis_peak:>9.2f} {c['edge_cut']:>8.3f} "
                   f"{c['edge_cut'] / mc['edge_cut']:>9.2f} {c['imbalance']['train']:>9.3f} "
                   f"{c['imbalance']['edges']:>8.3f} {c['imbalance']['nodes']:>8.3f}")
         steps = rows[f"{m} w={workers[-1]}"]["steps"]
@@ -228,7 +239,7 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
     if "multilevel" in methods:
         ml = rows[f"multilevel w={workers[-1]}"]
         cut = checks["multilevel"]["edge_cut"] / mc["edge_cut"]
-        mem = ml["peak_mib"] / metis["peak_mib"]
+        mem = ml["peak_mib"] / metis_peak
         print(f"targets (reported): multilevel cut / METIS {cut:.2f} (<= 1.15: {'met' if cut <= 1.15 else 'NOT met'}); "
               f"largest process / METIS path {mem:.2f} (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
     print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")

@@ -7,34 +7,18 @@ part keeps that layout; :class:`TypedRows` is what a worker holds instead: one t
 node type, each ``[n_t, w_t]`` where ``w_t`` is the last column any of the part's type-``t``
 rows uses (by bit pattern, so ``-0.0`` counts as used). Reading rows gives exactly the
 padded rows back (float32, zeros beyond a type's width), so a model, the sampler, the
-peer server and the cache see the same values as from the padded matrix.
-
-:class:`FeatureRows` is the protocol both a plain ``[n, F]`` array and :class:`TypedRows`
-satisfy: ``shape``, ``dtype``, ``rows[ids]`` for an integer array of row positions and
-``np.asarray(rows)`` (the padded matrix, built on request).
+peer server and the cache see the same values as from the padded matrix: ``shape``,
+``dtype``, ``rows[ids]`` (an integer array or a slice of row positions) and
+``np.asarray(rows)`` (the padded matrix, built on request) work as on an array.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-__all__ = ["FeatureRows", "TypedRows", "used_width"]
-
-
-class FeatureRows(Protocol):
-    """Feature rows a worker reads by row position."""
-
-    @property
-    def shape(self) -> tuple[int, ...]: ...
-
-    @property
-    def dtype(self) -> np.dtype[Any]: ...
-
-    def __getitem__(self, rows: Any) -> np.ndarray: ...
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
+__all__ = ["TypedRows", "used_width"]
 
 
 def used_width(x: np.ndarray) -> int:

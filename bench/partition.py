@@ -16,7 +16,7 @@ bytes of CSR + features. If ``GNNTRAIN_DGL_PYTHON`` names a Python with
 DGL, ``dgl.distributed.partition_graph`` runs on the same graph in a subprocess.
 
 Typed part (``--only typed``): the MAG-shaped generator (``--typed-papers``; 400k papers give
-1.03M nodes of 4 types and 10.8M edges of 8 relations) at k=4, balance per node type: the set
+1.03M nodes of 4 types and 10.6M edges of 8 relations) at k=4, balance per node type: the set
 training builds (format 1), the typed format-2 set, and DGL's ``partition_graph`` on the
 same heterograph when ``GNNTRAIN_DGL_PYTHON`` is set; time from memory to the set on disk,
 edge cut, training-node and per-type imbalance. Checked: ours keeps every type with at
@@ -338,7 +338,7 @@ def _dgl_typed(hg: Any, k: int) -> dict[str, Any] | None:
 
 
 def typed(papers: int, ks: list[int], con: Console) -> tuple[list[dict[str, Any]], list[Check]]:
-    """The MAG-shaped typed graph (1.03M nodes and 10.8M edges at 400k papers) partitioned with
+    """The MAG-shaped typed graph (1.03M nodes and 10.6M edges at 400k papers) partitioned with
     balance per node type: the set training builds (``to_training_graph`` + ``build_partition_set``,
     METIS), the typed format-2 set (``build_hetero_partition_set``) and DGL's ``partition_graph``
     on the same heterograph (balance per type plus the target's training nodes, in-edges),
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--only", choices=["synthetic", "typed", "real"], help="one section only")
     ap.add_argument("--typed-papers", type=int, default=400_000,
-                    help="papers of the typed graph (400k: 1.03M nodes, 10.8M edges)")
+                    help="papers of the typed graph (400k: 1.03M nodes, 10.6M edges)")
     args = ap.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     con = Console(width=max(Console().width, 160))

@@ -14,7 +14,7 @@ usual pure-numpy approach) as the always-available baseline, and DGL's
 thread count when it ran, else against the numpy baseline. JSON goes to bench/out/.
 
 Typed section: the MAG-shaped generator (``gnntrain.data.hetero_synthetic``, 1.03M nodes of
-4 types, 10.8M edges of 8 relations with the reverses) sampled from the training papers with
+4 types, 10.6M edges of 8 relations with the reverses) sampled from the training papers with
 fanouts [10, 10] per relation: ours over the graph trained as one (a relation id per edge,
 ``sampler.fanouts`` as a per-relation mapping) against DGL's ``NeighborSampler`` on the same
 edges as a DGL heterograph (an int fanout there is per edge type), in the same run.

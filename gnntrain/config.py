@@ -323,7 +323,7 @@ class SyntheticHeteroConfig(_Frozen):
     def scaled(cls, papers: int, **fields: Any) -> SyntheticHeteroConfig:
         """The default proportions (papers : authors : institutions : fields = 80 : 120 : 1 : 6)
         at ``papers`` papers; 400k papers give 1.03M nodes and, with the reverse relations,
-        10.8M edges."""
+        10.6M edges."""
         return cls(papers=papers, authors=papers * 3 // 2, institutions=max(papers // 80, 1),
                    fields=max(papers * 3 // 40, 1), **fields)
 

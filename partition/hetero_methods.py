@@ -10,7 +10,7 @@ relations in one CSR), the approach DistDGL takes:
   the same retry-on-overshoot loop as the homogeneous path
   (:func:`~partition.methods.metis_balanced`).
 * ``random``: a seeded round-robin over each (type, training or not) stratum
-  (:func:`~partition.methods.stratified_parts`), so every type and the training nodes are
+  (:func:`~partition.methods.typed_random_parts`), so every type and the training nodes are
   balanced to +-1 per part.
 
 Other methods (``ldg``, ``stream``, ``multilevel``) are refused for typed graphs.
@@ -37,8 +37,8 @@ from partition.methods import (
     check_assignment,
     check_counts,
     metis_balanced,
-    stratified_parts,
     symmetrize,
+    typed_random_parts,
 )
 from partition.steps import StepRecorder
 
@@ -93,10 +93,9 @@ def assign_hetero_parts(graph: HeteroGraph, cfg: PartitionConfig, *,
         parts = np.zeros(hom.num_nodes, dtype=np.int64)
     elif cfg.method == "random":
         with rec("random"):
-            train = np.zeros(hom.num_nodes, dtype=np.int64)
-            train[_train_ids(graph, hom)] = 1
-            strata = hom.node_type * 2 + (1 - train)  # per type: training nodes first
-            parts = stratified_parts(strata, 2 * len(hom.node_types), k, cfg.seed)
+            train = np.zeros(hom.num_nodes, dtype=bool)
+            train[_train_ids(graph, hom)] = True
+            parts = typed_random_parts(train, hom.node_type, len(hom.node_types), k, cfg.seed)
     else:
         from partition.metis import load_metis
 

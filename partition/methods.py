@@ -40,7 +40,7 @@ from partition.steps import StepRecorder
 
 __all__ = ["METHODS", "SymmetricCSR", "allowed_loads", "assign_parts", "balanced_types", "check_assignment",
            "check_counts", "check_request", "metis_balanced",
-           "random_parts", "stratified_parts", "symmetrize", "vertex_weights", "weights_from"]
+           "random_parts", "stratified_parts", "symmetrize", "typed_random_parts", "vertex_weights", "weights_from"]
 
 _MAX_SEED = 2**31 - 2  # METIS gets seed + 1 (see _metis_parts)
 _INT32_MAX = 2**31 - 1
@@ -199,8 +199,16 @@ def weights_from(train: np.ndarray, in_degrees: np.ndarray, cfg: PartitionConfig
     return np.stack(cols, axis=1), names
 
 
+def typed_random_parts(train: np.ndarray, types: np.ndarray | None, num_types: int, k: int,
+                       seed: int) -> np.ndarray:
+    """``random`` with each node type (``types``: type index per node; None: untyped) dealt
+    on its own, training nodes first: every (type, training or not) stratum balanced to +-1."""
+    strata = np.where(train, 0, 1) if types is None else types * 2 + np.where(train, 0, 1)
+    return stratified_parts(strata, 2 * (1 if types is None else num_types), k, seed)
+
+
 def _random_parts(train: np.ndarray, k: int, seed: int) -> np.ndarray:
-    return stratified_parts(np.where(train, 0, 1), 2, k, seed)
+    return typed_random_parts(train, None, 1, k, seed)
 
 
 def stratified_parts(strata: np.ndarray, num_strata: int, k: int, seed: int) -> np.ndarray:
@@ -324,11 +332,8 @@ def assign_parts(graph: Graph, cfg: PartitionConfig, *,
     elif cfg.method == "random":
         with rec("random"):
             types = graph.node_types() if cfg.balance_node_types else None
-            if types is None:
-                parts = _random_parts(graph.mask("train"), cfg.parts, cfg.seed)
-            else:  # every type dealt on its own, training nodes first: each balanced to +-1
-                strata = types * 2 + np.where(graph.mask("train"), 0, 1)
-                parts = stratified_parts(strata, 2 * len(graph.node_type_names), cfg.parts, cfg.seed)
+            parts = typed_random_parts(graph.mask("train"), types, len(graph.node_type_names),
+                                       cfg.parts, cfg.seed)
     elif cfg.method == "ldg":
         with rec("ldg"):
             parts = _ldg_parts(graph, cfg)

@@ -21,6 +21,9 @@ so redone epochs reproduce the lost ones bit for bit. Scenarios:
   checkpoint (only descendants of this process are candidates);
 * ``raise``: worker 0 raises at epoch 1, step 2;
 * ``stall``: worker 1 stops answering at epoch 2, step 1 (its peer's all-reduce times out);
+* ``node loss (shrink)``: one of the two nodes leaves the cluster for good in epoch 2, with
+  ``cluster.on_worker_loss=shrink``: the surviving node adopts the lost rank's part and runs
+  both ranks (simulated nodes, ``bench.nodes``, in a subprocess with a Ray cluster of its own);
 * ``coordinator kill + resume``: ``python -m gnntrain.run`` in a subprocess is killed
   (SIGKILL) after its second checkpoint, then ``--resume``\\ d to 4 epochs in this process.
 
@@ -126,18 +129,66 @@ def run_case(name: str, cfg: RunConfig, ref: dict[str, Any] | None,
         stop.set()
         if t is not None:
             t.join(timeout=5)
-    wall = time.perf_counter() - t0
-    row: dict[str, Any] = {"scenario": name, "wall_s": wall, "error": err,
-                           "injected": 1 if (cfg.faults.kind != "none" or killed) else 0,
+    return result_row(name, cfg, s, err, time.perf_counter() - t0, ref,
+                      injected=cfg.faults.kind != "none" or bool(killed))
+
+
+def result_row(name: str, cfg: RunConfig, s: dict[str, Any] | None, err: str | None, wall: float,
+               ref: dict[str, Any] | None, injected: bool) -> dict[str, Any]:
+    """A scenario's row from its run's summary ``s`` (None when the run raised ``err``)."""
+    row: dict[str, Any] = {"scenario": name, "wall_s": wall, "error": err, "injected": int(injected),
                            "finished": s is not None and s["epochs"] == cfg.train.epochs}
     if s is not None:
         fails = s.get("failures") or []
         row.update({"failures": len(fails), "recovery_s": [f.get("recovery_s") for f in fails],
                     "detect_s": [f.get("after_s") for f in fails],
                     "epochs_redone": [f.get("epochs_redone") for f in fails],
-                    "blamed": [f.get("worker") for f in fails], "run_dir": s["run_dir"]})
+                    "blamed": [f.get("worker") for f in fails], "run_dir": s["run_dir"],
+                    "moves": [m for f in fails for m in f.get("moves") or []]})
         if ref is not None:
             row["correct"] = same(params(Path(s["run_dir"])), ref)
+    return row
+
+
+NODE_LOSS = "node loss (shrink)"
+NODE_LOSS_OVERRIDES = ["cluster.on_worker_loss=shrink", "cluster.replace_timeout_s=5",
+                       "cluster.collective_timeout_s=60", "train.max_failures=1", "faults.kind=stall",
+                       "faults.rank=1", "faults.epoch=2", "faults.step=0"]
+NODE_DRILL_LIMIT_S = 900
+
+
+def node_loss(root: Path, cfg: RunConfig, raw: dict[str, Any], overrides: list[str],
+              ref: dict[str, Any]) -> dict[str, Any]:
+    """The second of two simulated nodes (``bench.nodes``: one one-CPU raylet per worker, in
+    a subprocess of its own) leaves the cluster for good in epoch 2: worker 1 holds the run
+    still at epoch 2, step 0 until the epoch-2 checkpoint exists, then the node goes, with
+    whichever rank Ray placed on it. With ``cluster.on_worker_loss=shrink`` the surviving
+    node runs both ranks."""
+    root.mkdir(parents=True, exist_ok=True)
+    spec = {"raw": raw, "overrides": overrides, "remove": 1, "after_epoch": 2}
+    (root / "drill-config.json").write_text(json.dumps(spec))
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    t0 = time.perf_counter()
+    with (root / "drill.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.nodes", str(root)], cwd=REPO, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=NODE_DRILL_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # the drill shuts its cluster down on SIGTERM
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    wall = time.perf_counter() - t0
+    record = root / "drill.json"
+    if proc.returncode != 0 or not record.exists():
+        tail = (root / "drill.log").read_text()[-300:]
+        return result_row(NODE_LOSS, cfg, None, f"the drill exited {proc.returncode}: {tail}", wall, ref, True)
+    got = json.loads(record.read_text())
+    row = result_row(NODE_LOSS, cfg, got.get("summary"), got.get("error"), wall, ref, injected=got["removed"])
+    row.update(removed_node=got["removed_node"], alive_nodes_after=got["alive_nodes"])
     return row
 
 
@@ -214,6 +265,12 @@ def _is_worker(p: psutil.Process) -> bool:
         return False
 
 
+def _progress(r: dict[str, Any], rep: int, repeat: int) -> None:
+    print(f"  [{rep + 1}/{repeat}] {r['scenario']}: "
+          f"{'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
+          f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}", flush=True)
+
+
 def _fmt(v: list[Any] | None) -> str:
     if not v:
         return "-"
@@ -248,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], metavar="SCENARIO",
                     help="run only this scenario (repeatable), e.g. --only 'exit 2/5'")
     args = ap.parse_args(argv)
-    names = [n for n, _, _ in plan(args.smoke)] + ([] if args.smoke else ["coordinator kill + resume"])
+    names = [n for n, _, _ in plan(args.smoke)] + ([] if args.smoke else [NODE_LOSS, "coordinator kill + resume"])
     if unknown := [n for n in args.only if n not in names]:
         ap.error(f"--only {unknown[0]!r}: expected one of {names}")
     chosen = set(args.only or names)
@@ -287,10 +344,15 @@ def main(argv: list[str] | None = None) -> int:
                     if name not in chosen:
                         continue
                     rows.append({**run_case(name, case(rep, name, *overrides), ref, killer=killer), "repeat": rep})
-                    r = rows[-1]
-                    print(f"  [{rep + 1}/{args.repeat}] {name}: "
-                          f"{'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
-                          f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}", flush=True)
+                    _progress(rows[-1], rep, args.repeat)
+    if NODE_LOSS in chosen:
+        with saturated(load):
+            for rep in range(args.repeat):
+                own = case(rep, NODE_LOSS, *NODE_LOSS_OVERRIDES)
+                raw = raw_config(root / f"nodes{rep}")  # its own run root; the partition as case() says
+                overrides = [*NODE_LOSS_OVERRIDES, f"partition.root={own.partition.root}"]
+                rows.append({**node_loss(root / f"nodes{rep}", own, raw, overrides, ref), "repeat": rep})
+                _progress(rows[-1], rep, args.repeat)
     if "coordinator kill + resume" in chosen:
         with saturated(load):
             for rep in range(args.repeat):
@@ -316,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"its workers were gone {r['workers_gone_s']:.1f} s after the kill "
                   f"({len(r['workers_left_after_kill'])} left); the resumed run took "
                   f"{r['resume_s']:.1f} s (Ray start, reload, the remaining epochs)")
+    for r in rows:
+        for m in r.get("moves") or []:
+            print(f"{r['scenario']}: rank {m['rank']} (part {m['part']}) {m['kind']} from node "
+                  f"{m['from_node'][:8]} to node {m['to_node'][:8]}; {r['alive_nodes_after']} node(s) "
+                  "left in the cluster")
     print("detect s = attempt start -> failure detected; recovery s = detected -> new workers "
           "ready; redone = finished epochs trained again (the interrupted one always is)")
     per: dict[str, list[bool]] = {}

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -30,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from bench.nodes import add_node, drill_main, remove_when, simulated_nodes
 from tests.conftest import REPO, make_graph
 
 GRAPH_NODES, GRAPH_SEED = 450, 7
@@ -46,30 +44,6 @@ STALL = ("faults.kind=stall", "faults.rank=2", "faults.epoch=2", "faults.step=0"
 # the drill (runs in the subprocess)
 
 
-def _remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, Any],
-                 replace: bool = False) -> threading.Thread:
-    """Remove ``node`` from ``cluster`` as soon as a run under ``runs`` has written its
-    epoch-2 checkpoint (the stalled worker keeps the run at epoch 2 until then); with
-    ``replace``, a new node joins two seconds later."""
-
-    def remove() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if list(runs.glob("*/checkpoints/ckpt-00002.pt")):
-                time.sleep(0.5)  # the checkpoint's writer finishes; workers are in epoch 2
-                removed["at"] = time.monotonic()
-                cluster.remove_node(node)
-                if replace:
-                    time.sleep(2)
-                    removed["new"] = cluster.add_node(num_cpus=1, object_store_memory=int(1e8))
-                return
-            time.sleep(0.05)
-
-    t = threading.Thread(target=remove, daemon=True)
-    t.start()
-    return t
-
-
 def _scenario(out: dict[str, Any], name: str, fn: Any) -> None:
     try:
         out[name] = fn()
@@ -79,26 +53,14 @@ def _scenario(out: dict[str, Any], name: str, fn: Any) -> None:
 
 def drill(out_dir: Path) -> dict[str, Any]:
     import ray
-    from ray.cluster_utils import Cluster
 
     from gnntrain.runtime.coordinator import run_training
     from tests.runtime.helpers import final_state, tiny_cfg
     from tests.runtime.test_failures import assert_nothing_left
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     graph = make_graph(GRAPH_NODES, seed=GRAPH_SEED)
-    tmp = tempfile.mkdtemp(prefix="el-", dir="/tmp")  # short: Ray's socket paths are limited
-    small = {"object_store_memory": int(1e8)}
-    # shutdown_at_exit=False: a node can then join from the remover thread (Ray's exit hooks
-    # install a signal handler, which only the main thread may); the finally below and
-    # main()'s SIGTERM handler shut the cluster down
-    cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp, **small})
-    nodes = [cluster.add_node(num_cpus=1, resources={f"node_{c}": 1}, **small) for c in "abc"]
-    out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
-    try:
-        ray.init(address=cluster.address, logging_level="warning", log_to_driver=False)
+    with simulated_nodes(3) as (cluster, nodes):
+        out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
 
         def cfg(root: Path, *extra: str) -> Any:
             return tiny_cfg(root, *BASE, *extra, workers=WORKERS)
@@ -110,7 +72,7 @@ def drill(out_dir: Path) -> dict[str, Any]:
         def lose_node(mode: str, node: Any, replace: bool = False) -> dict[str, Any]:
             root = out_dir / (mode + ("-replaced" if replace else ""))
             removed: dict[str, Any] = {}
-            remover = _remove_when(cluster, node, root / "runs", removed, replace)
+            remover = remove_when(cluster, node, root / "runs", removed, replace=replace)
             got: dict[str, Any] = {"removed_node": node.node_id}
             wait = ("cluster.replace_timeout_s=120",) if replace else ()
             try:
@@ -136,23 +98,12 @@ def drill(out_dir: Path) -> dict[str, Any]:
 
         _scenario(out, "undisturbed", undisturbed)
         _scenario(out, "shrink", lambda: lose_node("shrink", nodes[1]))
-        spare = cluster.add_node(num_cpus=1, resources={"node_d": 1}, **small)  # three nodes again
+        spare = add_node(cluster, "node_d")  # three nodes again
         out["nodes"].append(spare.node_id)
         _scenario(out, "replaced", lambda: lose_node("restart", spare, replace=True))
         last = next(n for n in cluster.worker_nodes if n.node_id == out["nodes"][-1])
         _scenario(out, "restart", lambda: lose_node("restart", last))
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def main() -> None:
-    out_dir = Path(sys.argv[1])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timed-out drill still shuts its cluster down
-    result = drill(out_dir)
-    (out_dir / "drill.json").write_text(json.dumps(result, indent=1, default=str))
 
 
 # ---------------------------------------------------------------------------------------
@@ -266,4 +217,4 @@ def test_on_worker_loss_is_validated() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    drill_main(drill)

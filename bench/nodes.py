@@ -1,0 +1,125 @@
+"""Simulated Ray nodes on one machine, and a node that leaves mid-run: the node-loss drills.
+
+``simulated_nodes(n)`` starts a Ray cluster of ``n`` one-CPU nodes (``ray.cluster_utils``:
+one raylet each, custom resources ``node_a``, ``node_b``, ...) behind a head without CPUs,
+connects this process to it and always shuts it down. ``remove_when`` takes a node away
+for good once a run has written a given checkpoint, optionally adding a new node after it.
+
+Both ``bench.faults`` (scenario ``node loss``) and ``tests/faults/test_elastic.py`` run
+their drills through these, each in a subprocess of its own, so the cluster never meets a
+local Ray the parent process already runs.
+
+    python -m bench.nodes OUT   # the bench's drill: reads OUT/drill-config.json, writes OUT/drill.json
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+STORE_BYTES = int(1e8)  # each simulated node's object store
+
+
+@contextmanager
+def simulated_nodes(count: int) -> Iterator[tuple[Any, list[Any]]]:
+    """Yield (cluster, nodes) with this process connected; shut everything down afterwards."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    tmp = tempfile.mkdtemp(prefix="el-", dir="/tmp")  # short: Ray's socket paths are limited
+    # shutdown_at_exit=False: a node can then join from a remover thread (Ray's exit hooks
+    # install a signal handler, which only the main thread may); the finally below shuts
+    # the cluster down, and a SIGTERM handler in the caller turns a kill into that finally
+    cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp, "object_store_memory": STORE_BYTES})
+    try:
+        nodes = [add_node(cluster, f"node_{chr(ord('a') + i)}") for i in range(count)]
+        ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+        yield cluster, nodes
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def add_node(cluster: Any, resource: str | None = None) -> Any:
+    """One more one-CPU node, with custom resource ``resource`` when given."""
+    return cluster.add_node(num_cpus=1, resources={resource: 1} if resource else {},
+                            object_store_memory=STORE_BYTES)
+
+
+def remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, Any], epoch: int = 2,
+                replace: bool = False) -> threading.Thread:
+    """Remove ``node`` from ``cluster`` as soon as a run under ``runs`` has written its
+    checkpoint after ``epoch`` epochs (a stalled worker holds the run in the next epoch until
+    then); with ``replace``, a new node joins two seconds later. ``removed`` gets the time
+    of the removal (``at``, monotonic) and the new node (``new``)."""
+
+    def remove() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if list(runs.glob(f"*/checkpoints/ckpt-{epoch:05d}.pt")):
+                time.sleep(0.5)  # the checkpoint's writer finishes; workers are in the next epoch
+                removed["at"] = time.monotonic()
+                cluster.remove_node(node)
+                if replace:
+                    time.sleep(2)
+                    removed["new"] = add_node(cluster)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=remove, daemon=True)
+    t.start()
+    return t
+
+
+def drill(out_dir: Path) -> dict[str, Any]:
+    """``bench.faults``' node loss: the run of ``drill-config.json`` on one simulated node per
+    worker, the node named by ``remove`` taken away after checkpoint ``after_epoch``."""
+    from gnntrain.config import load_config
+    from gnntrain.runtime.coordinator import run_training
+
+    spec = json.loads((out_dir / "drill-config.json").read_text())
+    cfg = load_config(raw=spec["raw"], overrides=spec["overrides"])
+    got: dict[str, Any] = {}
+    with simulated_nodes(cfg.cluster.workers) as (cluster, nodes):
+        node = nodes[spec["remove"]]
+        got.update(nodes=[n.node_id for n in nodes], removed_node=node.node_id)
+        removed: dict[str, Any] = {}
+        remover = remove_when(cluster, node, Path(cfg.train.run_root), removed, epoch=spec["after_epoch"])
+        try:
+            got["summary"] = run_training(cfg, progress=False)
+        except Exception as e:  # noqa: BLE001 - a drill that fails is a result
+            got.update(error=f"{type(e).__name__}: {str(e)[:300]}", traceback=traceback.format_exc())
+        remover.join(timeout=60)
+        got["removed"] = "at" in removed
+        import ray
+
+        got["alive_nodes"] = sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU"))
+    return got
+
+
+def drill_main(run: Callable[[Path], dict[str, Any]]) -> None:
+    """A drill subprocess's entry point: ``run(OUT)`` (OUT = argv[1]), its record to OUT/drill.json."""
+    out_dir = Path(sys.argv[1])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timed-out drill still shuts its cluster down
+    result = run(out_dir)
+    (out_dir / "drill.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    drill_main(drill)

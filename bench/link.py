@@ -63,6 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics, run_peer
+from bench.spread import gap, spread
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.tasks import LinkPrediction, build_task, ranking
@@ -262,15 +263,13 @@ def seeds_section(cfg0: RunConfig, seeds: int) -> tuple[dict[str, Any], list[Che
                   f"({r['seconds']:.0f} s)", flush=True)
     summary: dict[str, Any] = {}
     for name, rows in runs.items():
-        h, a = (np.array([r[k] for r in rows]) for k in ("test_hits", "test_auc"))
-        summary[name] = {"hits_mean": float(h.mean()), "hits_std": float(h.std(ddof=1)) if h.size > 1 else 0.0,
-                         "auc_mean": float(a.mean())}
-        print(f"{name:<9} over {h.size} seeds: test Hits@{task.hits_k} {h.mean():.3f} (std "
-              f"{summary[name]['hits_std']:.3f}, min {h.min():.3f}, max {h.max():.3f}), AUC {a.mean():.4f}")
-    gap = 100 * (summary["ours"]["hits_mean"] - summary["reference"]["hits_mean"])
-    se = 100 * float(np.sqrt((summary["ours"]["hits_std"] ** 2 + summary["reference"]["hits_std"] ** 2) / seeds))
-    summary["hits_gap_points"], summary["hits_gap_standard_error_points"] = gap, se
-    print(f"mean test Hits@{task.hits_k} gap {gap:+.1f} points (standard error {se:.1f}); AUC gap "
+        h, a = (spread([r[k] for r in rows]) for k in ("test_hits", "test_auc"))
+        summary[name] = {"hits_mean": h.mean, "hits_std": h.std, "auc_mean": a.mean}
+        print(f"{name:<9} over {h.n} seeds: test Hits@{task.hits_k} {h.mean:.3f} (std "
+              f"{h.std:.3f}, min {h.min:.3f}, max {h.max:.3f}), AUC {a.mean:.4f}")
+    diff, se = gap(*(spread([r["test_hits"] for r in runs[n]]) for n in ("ours", "reference")))
+    summary["hits_gap_points"], summary["hits_gap_standard_error_points"] = 100 * diff, 100 * se
+    print(f"mean test Hits@{task.hits_k} gap {100 * diff:+.1f} points (standard error {100 * se:.1f}); AUC gap "
           f"{100 * (summary['ours']['auc_mean'] - summary['reference']['auc_mean']):+.2f} points")
     return {"overrides": MATCHED, "runs": runs, "summary": summary}, checks
 

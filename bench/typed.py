@@ -4,6 +4,7 @@ against a full-batch PyG R-GCN.
     python -m bench.typed                   # acm and dblp (datasets/acm.yaml, datasets/dblp.yaml)
     python -m bench.typed --smoke           # a small synthetic MAG-shaped graph, few epochs
     python -m bench.typed --no-reference    # skip the PyG reference (22 min on DBLP, 2 cores)
+    python -m bench.typed --datasets acm --seeds 5   # the reference and the 1-process rows over 5 seeds
 
 Per dataset, with its config's model size, epochs and split (HeCo's 20 labels per class):
 
@@ -21,6 +22,11 @@ First, per worker count: METIS with ``partition.balance_node_types`` off and on 
 each node type's imbalance; checked: every balanced type within ``partition.imbalance``)
 and the feature bytes the parts hold, padded as stored against per-type tables (checked:
 read back bit for bit).
+
+With ``--seeds N``, instead: the reference and the two one-process runs, each trained
+with seeds ``train.seed`` .. ``+N-1``; per run the mean and spread of the test accuracy,
+and each model's gap of the means to the reference with its standard error (one seed's
+difference is mostly the seed: 1 point is 6-10 test nodes here).
 
 Test accuracy at the epoch with the best validation accuracy (evaluated every 5 epochs),
 with the published supervised HAN Micro-F1 beside it (ACM 85.11, DBLP 90.16; HeCo paper,
@@ -41,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
+from bench.spread import gap, spread
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.models.hetero_sage import relation_dst
@@ -162,6 +169,53 @@ def partition_rows(name: str, cfg: RunConfig, graph: Graph,
     return rows, checks
 
 
+def arch_overrides(graph: Graph) -> dict[str, list[str]]:
+    """Config overrides of our two typed models on ``graph``."""
+    types, rels = len(graph.node_type_names), len(graph.edge_type_names)
+    return {"R-GCN": [f"model.options={{node_types: {types}, relations: {rels}, bases: 2}}"],
+            "hsage": ["model.arch=hsage", f"model.options={{node_types: {types}, relation_dst: "
+                      f"{relation_dst(graph.node_type_names, graph.edge_type_names)}}}"]}
+
+
+def seeds_rows(name: str, smoke: bool, tag: str, seeds: int,
+               reference: bool = True) -> tuple[dict[str, Any], list[Check]]:
+    """The reference and our two models in one process, each trained with ``seeds`` seeds:
+    per-seed test accuracy at the best validation epoch, its mean and spread per run, and
+    each model's gap of the means to the reference with its standard error."""
+    from gnntrain.data import load_dataset
+
+    base = ["train.eval_every=5", "cluster.workers=1", "partition.parts=1", *(SMOKE if smoke else [])]
+    cfg0 = bench_config(f"{name}.yaml", base, tag)
+    graph = load_dataset(cfg0.dataset)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    checks: list[Check] = []
+    for i in range(seeds):
+        sd = cfg0.train.seed + i
+        got = {"pyg full-batch R-GCN": pyg_reference(cfg0.with_overrides([f"train.seed={sd}"]), graph)} \
+            if reference else {}
+        for arch, opts in arch_overrides(graph).items():
+            got[f"ours, {arch}, 1 process"] = ours(bench_config(f"{name}.yaml", [
+                *base, *opts, f"train.seed={sd}"], tag), graph, 1)
+        for label, r in got.items():
+            runs.setdefault(label, []).append({"seed": sd, **r})
+            print(f"{name:<18} seed {sd} {label:<28} test {100 * r['test_at_best_val']:5.1f}% at best val "
+                  f"{100 * r['best_val_acc']:5.1f}% (epoch {r['best_epoch']}), {r['seconds']:.1f} s", flush=True)
+            checks.append(check(f"{name} seed {sd} {label}: the loss goes down", r["loss_last"] < r["loss_first"],
+                                f"{r['loss_first']:.3f} -> {r['loss_last']:.3f}"))
+    acc = {label: spread([100 * r["test_at_best_val"] for r in rows]) for label, rows in runs.items()}
+    summary: dict[str, Any] = {label: a.to_dict() for label, a in acc.items()}
+    for label, a in acc.items():
+        print(f"{name:<18} {label:<28} over {a.n} seeds: test {a.mean:5.1f}% (std {a.std:.1f}, "
+              f"min {a.min:.1f}, max {a.max:.1f})")
+    ref = acc.get("pyg full-batch R-GCN")
+    for label, a in acc.items():
+        if ref is not None and a is not ref:
+            diff, se = gap(a, ref)
+            summary[label]["gap_to_reference_points"], summary[label]["gap_standard_error_points"] = diff, se
+            print(f"{name:<18} {label:<28} mean gap to the reference {diff:+.1f} points (standard error {se:.1f})")
+    return {"dataset": name, "runs": runs, "summary": summary}, checks
+
+
 def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
                 workers: tuple[int, ...] = (2, 4)) -> tuple[list[dict[str, Any]], list[Check]]:
     from gnntrain.data import load_dataset
@@ -182,10 +236,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
         checks.append(check(f"{name} {label}: the loss goes down", res["loss_last"] < res["loss_first"],
                             f"{res['loss_first']:.3f} -> {res['loss_last']:.3f}"))
 
-    types, rels = len(graph.node_type_names), len(graph.edge_type_names)
-    archs = {"R-GCN": [f"model.options={{node_types: {types}, relations: {rels}, bases: 2}}"],
-             "hsage": ["model.arch=hsage", f"model.options={{node_types: {types}, relation_dst: "
-                       f"{relation_dst(graph.node_type_names, graph.edge_type_names)}}}"]}
+    archs = arch_overrides(graph)
     if reference:
         add("pyg full-batch R-GCN", pyg_reference(cfg1, graph))
     for arch, opts in archs.items():
@@ -209,13 +260,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default="acm,dblp", help="comma-separated typed configs")
     ap.add_argument("--no-reference", action="store_true", help="skip the PyG full-batch reference")
     ap.add_argument("--workers", default="2,4", help="comma-separated Ray worker counts")
+    ap.add_argument("--seeds", type=int, default=0, metavar="N",
+                    help="instead of the usual rows: the reference and the one-process runs over N seeds (>= 2)")
     args = ap.parse_args(argv)
+    if args.seeds == 1 or args.seeds < 0:
+        ap.error(f"--seeds={args.seeds}: give at least 2 (or leave it out)")
     names = ["synthetic-hetero"] if args.smoke else [d.strip() for d in args.datasets.split(",") if d.strip()]
     tag = "typed-smoke" if args.smoke else "typed-" + "-".join(names)
     out: dict[str, Any] = {"machine": machine(), "argv": sys.argv[1:], "rows": [],
                            "published_han_micro_f1": PUBLISHED_HAN}
     checks: list[Check] = []
+    if args.seeds:
+        tag += f"-seeds{args.seeds}"
+        out["seeds"] = []
     for name in names:
+        if args.seeds:
+            res, c = seeds_rows(name, args.smoke, tag, args.seeds, reference=not args.no_reference)
+            out["seeds"].append(res)
+            checks += c
+            continue
         rows, c = run_dataset(name, args.smoke, tag, reference=not args.no_reference,
                               workers=tuple(int(k) for k in args.workers.split(",") if k.strip()))
         out["rows"] += rows

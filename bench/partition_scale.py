@@ -102,8 +102,11 @@ def _child_ray(a: dict[str, Any]) -> dict[str, Any]:
     finally:
         ray.shutdown()
     steps = {s.name: round(s.seconds, 1) for s in run.pset.meta.steps}
+    step_peaks = {s.name: round(s.peak_rss_bytes / MIB) for s in run.pset.meta.steps}
     return {"seconds": seconds, "coordinator_peak_mib": _peak_mib(), "worker_peak_mib": run.worker_peak_rss / MIB,
-            "peak_mib": max(_peak_mib(), run.worker_peak_rss / MIB), "path": str(run.pset.path), "steps": steps}
+            "peak_mib": max(_peak_mib(), run.worker_peak_rss / MIB), "path": str(run.pset.path), "steps": steps,
+            "coordinator_step_peak_mib": step_peaks,
+            "task_peak_mib": {k: round(v / MIB) for k, v in run.task_peak_rss.items()}}
 
 
 def _check_set(g: Any, path: str) -> dict[str, Any]:
@@ -228,8 +231,10 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
                   f"{r['peak_mib'] / metis_peak:>9.2f} {c['edge_cut']:>8.3f} "
                   f"{c['edge_cut'] / mc['edge_cut']:>9.2f} {c['imbalance']['train']:>9.3f} "
                   f"{c['imbalance']['edges']:>8.3f} {c['imbalance']['nodes']:>8.3f}")
-        steps = rows[f"{m} w={workers[-1]}"]["steps"]
-        print(f"  {m} steps (coordinator wall s, w={workers[-1]}): {steps}")
+        last = rows[f"{m} w={workers[-1]}"]
+        print(f"  {m} steps (coordinator wall s, w={workers[-1]}): {last['steps']}")
+        print(f"  {m} coordinator peak MiB per step: {last['coordinator_step_peak_mib']}")
+        print(f"  {m} task peak MiB per kind of task: {last['task_peak_mib']}")
     for m in methods:
         r = {w: rows[f"{m} w={w}"] for w in workers}
         if len(workers) > 1:

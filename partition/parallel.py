@@ -31,10 +31,11 @@ is the only one of ``partition/`` that imports Ray.
 from __future__ import annotations
 
 import logging
+import re
 import resource
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,35 +67,41 @@ from partition.methods import (
     weights_from,
 )
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
-from partition.steps import StepRecorder, _read_status
+from partition.steps import StepRecorder, _read_status, _reset_peak
 from partition.store import PartitionSet, open_partition_set
 
 __all__ = ["CHUNKED_METHODS", "ChunkedRun", "RayBlocks", "partition_chunks", "run_chunks"]
 
 T = TypeVar("T")
+_ROUND = re.compile(r" (round|pass) \d+/\d+$")
 CHUNKED_METHODS = ("random", "stream", "multilevel")
 MAX_RETRIES = 3
 
 
-def _peak() -> int:
-    """Peak resident memory of this process or of the largest child it waited for (METIS on
-    the coarse graph runs in a child)."""
-    return max(_read_status("VmHWM"), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+def _measured(fn: Callable[..., Any], *args: Any) -> tuple[Any, int]:
+    """``fn(*args)`` and the peak resident memory of this task: of its process during the
+    call (Ray reuses task processes, so the peak is reset first where Linux allows), or of
+    a child it waited for when that was larger (METIS on the coarse graph runs in a child)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    _reset_peak()
+    out = fn(*args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return out, max(_read_status("VmHWM"), after * 1024 if after > children else 0)
 
 
 @ray.remote(max_retries=MAX_RETRIES)
 def _task(fn: Callable[..., Any], *args: Any) -> tuple[Any, int]:
-    return fn(*args), _peak()
+    return _measured(fn, *args)
 
 
 @ray.remote(max_retries=MAX_RETRIES, num_returns=2)
 def _kept_task(fn: Callable[..., Any], *args: Any) -> tuple[Any, int]:
-    return fn(*args), _peak()
+    return _measured(fn, *args)
 
 
 @ray.remote(max_retries=MAX_RETRIES)
 def _gather_task(fn: Callable[..., Any], count: int, *args: Any) -> tuple[Any, int]:
-    return fn(list(args[:count]), *args[count:]), _peak()
+    return _measured(lambda *a: fn(list(a[:count]), *a[count:]), *args)
 
 
 def _load_block(work: str, b: int, lo: int, hi: int) -> Block:
@@ -108,11 +115,18 @@ def _on_block(work: str, b: int, lo: int, hi: int, fn: Callable[..., Any], *shar
 
 
 class _Runner:
-    """Submits tasks, shows progress, and keeps the largest worker peak RSS seen."""
+    """Submits tasks, shows progress, and keeps the largest task peak RSS seen, overall and
+    per kind of task (its progress label without the round: ``coarsen``, ``write parts``)."""
 
     def __init__(self, progress: bool) -> None:
         self.progress = progress
         self.worker_peak = 0
+        self.task_peaks: dict[str, int] = {}
+
+    def _seen(self, desc: str, peaks: Sequence[int]) -> None:
+        kind = _ROUND.sub("", desc)
+        self.worker_peak = max(self.worker_peak, *peaks)
+        self.task_peaks[kind] = max(self.task_peaks.get(kind, 0), *peaks)
 
     def wait(self, refs: list[Any], desc: str) -> list[Any]:
         """Wait for ``refs`` with a progress bar; return their values."""
@@ -125,11 +139,10 @@ class _Runner:
 
     def results(self, refs: list[Any], desc: str) -> list[Any]:
         """Values of tasks that return ``(value, peak RSS)``."""
-        return [self._unwrap(o) for o in self.wait(refs, desc)]
-
-    def _unwrap(self, o: tuple[Any, int]) -> Any:
-        self.worker_peak = max(self.worker_peak, int(o[1]))
-        return o[0]
+        got = self.wait(refs, desc)
+        if got:
+            self._seen(desc, [int(o[1]) for o in got])
+        return [o[0] for o in got]
 
     def run(self, calls: Sequence[tuple[Any, ...]], desc: str) -> list[Any]:
         return self.results([_task.remote(*c) for c in calls], desc)
@@ -151,7 +164,7 @@ class RayBlocks:
             return self.runner.results([_task.remote(_on_block, *c) for c in calls], desc)
         pairs = [_kept_task.remote(_on_block, *c) for c in calls]
         peaks = self.runner.wait([p[1] for p in pairs], desc)  # the results stay in the store
-        self.runner.worker_peak = max(self.runner.worker_peak, *peaks)
+        self.runner._seen(desc, peaks)
         return [p[0] for p in pairs]
 
     def call(self, fn: Callable[..., T], pieces: list[Any], *args: Any) -> T:
@@ -280,11 +293,13 @@ def _assign(cg: ChunkedGraph, blocks: RayBlocks, degrees: np.ndarray, train: np.
 
 @dataclass(frozen=True)
 class ChunkedRun:
-    """What :func:`run_chunks` did: the set, and the largest peak resident memory of any
-    process that ran one of its tasks (the coordinator's is in ``pset.meta.steps``)."""
+    """What :func:`run_chunks` did: the set, the largest peak resident memory of any of its
+    tasks, and that peak per kind of task (``coarsen``, ``refine``, ``write parts``, ...;
+    the coordinator's own time and memory per step are in ``pset.meta.steps``)."""
 
     pset: PartitionSet
     worker_peak_rss: int
+    task_peak_rss: dict[str, int] = field(default_factory=dict)
 
 
 def partition_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
@@ -358,4 +373,5 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
                    num_classes=m.num_classes, feature_dtype="float32", offsets=ren.book.offsets,
                    counts=counts, files=files, steps=rec.steps)
         move_into_place(tmp, path)
-    return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), runner.worker_peak)
+    return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), runner.worker_peak,
+                      dict(runner.task_peaks))

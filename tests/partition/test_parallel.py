@@ -36,7 +36,8 @@ def test_ray_pipeline_writes_the_in_process_set(ray_local: None, messy_graph: Gr
     assert run.pset.meta.files == ref.meta.files  # every sha256, size, dtype and shape
     dump = {"exclude": {"steps", "created_utc", "meta_sha256"}}
     assert run.pset.meta.model_dump(**dump) == ref.meta.model_dump(**dump)  # type: ignore[arg-type]
-    assert run.worker_peak_rss > 0
+    assert run.worker_peak_rss > 0 and run.worker_peak_rss == max(run.task_peak_rss.values())
+    assert {"split edge chunks", "build row blocks", "cut blocks by part", "write parts"} <= run.task_peak_rss.keys()
     assert [p.name for p in (tmp_path / "ray").iterdir()] == [ref.path.name]  # no temp dir left
     again = partition_chunks(messy_chunks, cfg, tmp_path / "ray")
     assert again.reused and again.path == run.pset.path
@@ -166,3 +167,21 @@ def test_unmeetable_balance_is_refused_before_any_work(ray_local: None, method: 
             build_partition_set(star, cfg, root)
     assert list(root.iterdir()) == []
     build_partition_set(star, PartitionConfig(method=cfg.method, parts=8, balance_edges=False), root)  # the fix
+
+
+def test_a_task_reports_its_own_peak_not_an_earlier_task_s_in_the_same_process() -> None:
+    """Ray reuses task processes: a small task after a large one must not report the large
+    one's peak (where Linux lets the peak be reset; elsewhere it is the process's so far)."""
+    from partition.parallel import _measured
+    from partition.steps import _reset_peak
+
+    def big() -> int:
+        a = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+        return int(a.size)
+
+    _, big_peak = _measured(big)
+    _, small_peak = _measured(lambda: 1)
+    if _reset_peak():
+        assert small_peak < big_peak - 48 * 2**20, (small_peak, big_peak)
+    else:
+        assert small_peak >= big_peak

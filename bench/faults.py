@@ -1,6 +1,6 @@
 """Fault drills: inject each failure the runtime must survive and check the result.
 
-    python -m bench.faults              # every scenario of tests/faults once (about 3 min)
+    python -m bench.faults              # every scenario once (about 5 min)
     python -m bench.faults --smoke      # one worker exit (seconds)
     python -m bench.faults --repeat 20  # every scenario 20 times, cores saturated: k/N identical
 

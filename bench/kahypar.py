@@ -70,7 +70,9 @@ CHILDREN = {"build": _child_build, "check": _child_check}
 def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run a child step; sample the resident memory of its process tree every 50 ms from here
     (the child's own ``ru_maxrss`` and a sampling thread inside it both read low while
-    Mt-KaHyPar runs: ``ps`` showed 2.4 GiB where ``ru_maxrss`` said 1.1 GiB)."""
+    Mt-KaHyPar runs: ``ps`` showed 2.4 GiB where ``ru_maxrss`` said 1.1 GiB; the partition
+    step recorder's peak reset clears ``ru_maxrss``, so ``maxrss_mib`` now reads the peak
+    across resets, ``partition.steps.process_peak_rss``)."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.kahypar", "--child", kind, json.dumps(a)],
                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
     largest = total = 0

@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +53,12 @@ def _graph_cfg(args: dict[str, Any]) -> Any:
                            classes=args["classes"], train_frac=0.1, val_frac=0.05, seed=0)
 
 
-def _peak_mib(steps: Sequence[Any] = ()) -> float:
-    """This process's peak (not its children's: the Ray child's children are Ray's daemons).
-    A partition build's step recorder resets the peak at every step, ``ru_maxrss`` with it,
-    so with the build's ``steps`` the peak is the largest of theirs and what came after."""
-    return max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                *(s.peak_rss_bytes / MIB for s in steps)])
+def _peak_mib() -> float:
+    """This process's peak over its life (not its children's: the Ray child's children are
+    Ray's daemons), across the partition step recorder's peak resets."""
+    from partition.steps import process_peak_rss
+
+    return process_peak_rss() / MIB
 
 
 def _child_chunks(a: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +80,7 @@ def _child_metis(a: dict[str, Any]) -> dict[str, Any]:
     pset = build_partition_set(g, PartitionConfig(method="metis", parts=a["parts"]), a["root"])
     # METIS itself runs in a process of its own (partition.multilevel._metis_in_child) while
     # this one holds the graph: its peak is this process's largest child's
-    return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": _peak_mib(pset.meta.steps),
+    return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": _peak_mib(),
             "metis_child_peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
             "path": str(pset.path)}
 
@@ -107,7 +106,7 @@ def _child_ray(a: dict[str, Any]) -> dict[str, Any]:
         ray.shutdown()
     steps = {s.name: round(s.seconds, 1) for s in run.pset.meta.steps}
     step_peaks = {s.name: round(s.peak_rss_bytes / MIB) for s in run.pset.meta.steps}
-    coord = _peak_mib(run.pset.meta.steps)
+    coord = _peak_mib()
     return {"seconds": seconds, "coordinator_peak_mib": coord, "worker_peak_mib": run.worker_peak_rss / MIB,
             "peak_mib": max(coord, run.worker_peak_rss / MIB), "path": str(run.pset.path), "steps": steps,
             "coordinator_step_peak_mib": step_peaks,

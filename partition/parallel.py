@@ -67,7 +67,7 @@ from partition.methods import (
     weights_from,
 )
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
-from partition.steps import StepRecorder, _read_status, _reset_peak
+from partition.steps import StepRecorder
 from partition.store import PartitionSet, open_partition_set
 
 __all__ = ["CHUNKED_METHODS", "ChunkedRun", "RayBlocks", "partition_chunks", "run_chunks"]
@@ -80,13 +80,15 @@ MAX_RETRIES = 3
 
 def _measured(fn: Callable[..., Any], *args: Any) -> tuple[Any, int]:
     """``fn(*args)`` and the peak resident memory of this task: of its process during the
-    call (Ray reuses task processes, so the peak is reset first where Linux allows), or of
-    a child it waited for when that was larger (METIS on the coarse graph runs in a child)."""
+    call, timed as one step (Ray reuses task processes; a step resets the peak first where
+    Linux allows), or of a child it waited for when that was larger (METIS on the coarse
+    graph runs in a child)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    _reset_peak()
-    out = fn(*args)
+    rec = StepRecorder()
+    with rec("task"):
+        out = fn(*args)
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return out, max(_read_status("VmHWM"), after * 1024 if after > children else 0)
+    return out, max(rec.steps[0].peak_rss_bytes, after * 1024 if after > children else 0)
 
 
 @ray.remote(max_retries=MAX_RETRIES)
@@ -115,17 +117,15 @@ def _on_block(work: str, b: int, lo: int, hi: int, fn: Callable[..., Any], *shar
 
 
 class _Runner:
-    """Submits tasks, shows progress, and keeps the largest task peak RSS seen, overall and
-    per kind of task (its progress label without the round: ``coarsen``, ``write parts``)."""
+    """Submits tasks, shows progress, and keeps the largest task peak RSS seen per kind of
+    task (its progress label without the round: ``coarsen``, ``write parts``)."""
 
     def __init__(self, progress: bool) -> None:
         self.progress = progress
-        self.worker_peak = 0
         self.task_peaks: dict[str, int] = {}
 
-    def _seen(self, desc: str, peaks: Sequence[int]) -> None:
+    def record(self, desc: str, peaks: Sequence[int]) -> None:
         kind = _ROUND.sub("", desc)
-        self.worker_peak = max(self.worker_peak, *peaks)
         self.task_peaks[kind] = max(self.task_peaks.get(kind, 0), *peaks)
 
     def wait(self, refs: list[Any], desc: str) -> list[Any]:
@@ -141,7 +141,7 @@ class _Runner:
         """Values of tasks that return ``(value, peak RSS)``."""
         got = self.wait(refs, desc)
         if got:
-            self._seen(desc, [int(o[1]) for o in got])
+            self.record(desc, [int(o[1]) for o in got])
         return [o[0] for o in got]
 
     def run(self, calls: Sequence[tuple[Any, ...]], desc: str) -> list[Any]:
@@ -164,7 +164,7 @@ class RayBlocks:
             return self.runner.results([_task.remote(_on_block, *c) for c in calls], desc)
         pairs = [_kept_task.remote(_on_block, *c) for c in calls]
         peaks = self.runner.wait([p[1] for p in pairs], desc)  # the results stay in the store
-        self.runner._seen(desc, peaks)
+        self.runner.record(desc, peaks)
         return [p[0] for p in pairs]
 
     def call(self, fn: Callable[..., T], pieces: list[Any], *args: Any) -> T:
@@ -298,8 +298,11 @@ class ChunkedRun:
     the coordinator's own time and memory per step are in ``pset.meta.steps``)."""
 
     pset: PartitionSet
-    worker_peak_rss: int
     task_peak_rss: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def worker_peak_rss(self) -> int:
+        return max(self.task_peak_rss.values(), default=0)
 
 
 def partition_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
@@ -319,8 +322,8 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
     exists (``force`` rebuilds). ``block_rows`` sets the rows of a block (one task each); the
     same blocks give the same parts as :func:`partition.methods.assign_parts` with
     :class:`~partition.multilevel.GraphBlocks` of that size. The set's ``meta.steps`` hold
-    the coordinator's time and memory per step; ``PartitionSet.worker_peak_rss`` (an
-    attribute set here) is the largest peak resident memory of any task's process.
+    the coordinator's time and memory per step; the returned :class:`ChunkedRun` the
+    tasks' peak resident memory per kind of task (none when the set was reused).
     """
     cg = chunks if isinstance(chunks, ChunkedGraph) else open_chunks(chunks)
     m = cg.manifest
@@ -335,7 +338,7 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
         pset.check_matches(m.graph_hash, cfg)
         pset.check_files()
         pset.reused = True
-        return ChunkedRun(pset, 0)
+        return ChunkedRun(pset)
     if not ray.is_initialized():
         ray.init(include_dashboard=False, logging_level=logging.WARNING)
     tmp = make_tmp(root, set_prefix(m.name, cfg).rstrip("-"))
@@ -373,5 +376,4 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
                    num_classes=m.num_classes, feature_dtype="float32", offsets=ren.book.offsets,
                    counts=counts, files=files, steps=rec.steps)
         move_into_place(tmp, path)
-    return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), runner.worker_peak,
-                      dict(runner.task_peaks))
+    return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), dict(runner.task_peaks))

@@ -3,7 +3,9 @@
 Peak memory is the process's peak resident set size (``VmHWM``) during the step. On
 Linux the peak is reset at the start of every step (``/proc/self/clear_refs``), so each
 step reports its own peak; where that is not possible the figure is the process peak
-so far and ``peak_is_step_local`` says so.
+so far and ``peak_is_step_local`` says so. The reset also clears ``ru_maxrss``: read the
+process's peak over its whole life with :func:`process_peak_rss`, which keeps what every
+reset cleared.
 """
 
 from __future__ import annotations
@@ -53,12 +55,23 @@ def current_rss() -> int:
     return _read_status("VmRSS")
 
 
+_cleared_peak = 0  # the largest peak a reset has cleared (VmHWM and ru_maxrss both lose it)
+
+
 def _reset_peak() -> bool:
+    global _cleared_peak
+    _cleared_peak = max(_cleared_peak, _read_status("VmHWM"))
     try:
         _CLEAR_REFS.write_text("5")
         return True
     except OSError:
         return False
+
+
+def process_peak_rss() -> int:
+    """Peak resident set size of this process over its whole life, in bytes, across the
+    resets that give each step its own peak."""
+    return max(_cleared_peak, _read_status("VmHWM"))
 
 
 class StepRecorder:

@@ -185,3 +185,20 @@ def test_a_task_reports_its_own_peak_not_an_earlier_task_s_in_the_same_process()
         assert small_peak < big_peak - 48 * 2**20, (small_peak, big_peak)
     else:
         assert small_peak >= big_peak
+
+
+def test_the_process_peak_survives_the_step_resets_that_clear_ru_maxrss() -> None:
+    """Each step resets the process's peak, which clears ``ru_maxrss`` too: the lifetime
+    peak is kept by ``process_peak_rss`` (what the benchmarks report for a process)."""
+    from partition.steps import _read_status, process_peak_rss
+
+    rec = StepRecorder()
+    with rec("big"):
+        a = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+        del a
+    with rec("small"):
+        pass
+    big, small = (s.peak_rss_bytes for s in rec.steps)
+    assert process_peak_rss() >= big >= _read_status("VmRSS") + 48 * 2**20
+    if rec.steps[1].peak_is_step_local:
+        assert small < big - 48 * 2**20  # the reset cleared the first step's peak

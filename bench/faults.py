@@ -51,6 +51,7 @@ import psutil
 import yaml
 
 from bench.epoch import OUT, REPO, machine, quiet
+from bench.nodes import spawn_drill
 from bench.verdict import check, conclude
 from gnntrain.checkpoint import load_latest, state_digest
 from gnntrain.config import RunConfig, load_config
@@ -157,36 +158,22 @@ NODE_LOSS_OVERRIDES = ["cluster.on_worker_loss=shrink", "cluster.replace_timeout
 NODE_DRILL_LIMIT_S = 900
 
 
-def node_loss(root: Path, cfg: RunConfig, raw: dict[str, Any], overrides: list[str],
-              ref: dict[str, Any]) -> dict[str, Any]:
+def node_loss(root: Path, overrides: list[str], ref: dict[str, Any]) -> dict[str, Any]:
     """The second of two simulated nodes (``bench.nodes``: one one-CPU raylet per worker, in
     a subprocess of its own) leaves the cluster for good in epoch 2: worker 1 holds the run
     still at epoch 2, step 0 until the epoch-2 checkpoint exists, then the node goes, with
     whichever rank Ray placed on it. With ``cluster.on_worker_loss=shrink`` the surviving
-    node runs both ranks."""
+    node runs both ranks. ``overrides`` come after :data:`NODE_LOSS_OVERRIDES`."""
     root.mkdir(parents=True, exist_ok=True)
-    spec = {"raw": raw, "overrides": overrides, "remove": 1, "after_epoch": 2}
-    (root / "drill-config.json").write_text(json.dumps(spec))
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
-    env.pop("RAY_ADDRESS", None)
+    raw, overrides = raw_config(root), [*NODE_LOSS_OVERRIDES, *overrides]
+    cfg = load_config(raw=raw, overrides=overrides)
+    (root / "drill-config.json").write_text(json.dumps({"raw": raw, "overrides": overrides, "remove": 1,
+                                                        "after_epoch": 2}))
     t0 = time.perf_counter()
-    with (root / "drill.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.nodes", str(root)], cwd=REPO, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            proc.wait(timeout=NODE_DRILL_LIMIT_S)
-        except subprocess.TimeoutExpired:
-            proc.terminate()  # the drill shuts its cluster down on SIGTERM
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+    got, why = spawn_drill("bench.nodes", root, NODE_DRILL_LIMIT_S, REPO)
     wall = time.perf_counter() - t0
-    record = root / "drill.json"
-    if proc.returncode != 0 or not record.exists():
-        tail = (root / "drill.log").read_text()[-300:]
-        return result_row(NODE_LOSS, cfg, None, f"the drill exited {proc.returncode}: {tail}", wall, ref, True)
-    got = json.loads(record.read_text())
+    if got is None:
+        return result_row(NODE_LOSS, cfg, None, why[-300:], wall, ref, True)
     row = result_row(NODE_LOSS, cfg, got.get("summary"), got.get("error"), wall, ref, injected=got["removed"])
     row.update(removed_node=got["removed_node"], alive_nodes_after=got["alive_nodes"])
     return row
@@ -348,10 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     if NODE_LOSS in chosen:
         with saturated(load):
             for rep in range(args.repeat):
-                own = case(rep, NODE_LOSS, *NODE_LOSS_OVERRIDES)
-                raw = raw_config(root / f"nodes{rep}")  # its own run root; the partition as case() says
-                overrides = [*NODE_LOSS_OVERRIDES, f"partition.root={own.partition.root}"]
-                rows.append({**node_loss(root / f"nodes{rep}", own, raw, overrides, ref), "repeat": rep})
+                parts = case(rep, NODE_LOSS).partition.root  # its own run root, the partition as case() says
+                rows.append({**node_loss(root / f"nodes{rep}", [f"partition.root={parts}"], ref), "repeat": rep})
                 _progress(rows[-1], rep, args.repeat)
     if "coordinator kill + resume" in chosen:
         with saturated(load):
@@ -381,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         for m in r.get("moves") or []:
             print(f"{r['scenario']}: rank {m['rank']} (part {m['part']}) {m['kind']} from node "
-                  f"{m['from_node'][:8]} to node {m['to_node'][:8]}; {r['alive_nodes_after']} node(s) "
+                  f"{m['from_node'][:8]} to node {m['to_node'][:8]}; {r.get('alive_nodes_after', '?')} node(s) "
                   "left in the cluster")
     print("detect s = attempt start -> failure detected; recovery s = detected -> new workers "
           "ready; redone = finished epochs trained again (the interrupted one always is)")

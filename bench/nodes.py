@@ -113,6 +113,34 @@ def drill(out_dir: Path) -> dict[str, Any]:
     return got
 
 
+def spawn_drill(module: str, out_dir: Path, limit_s: float, cwd: Path) -> tuple[dict[str, Any] | None, str]:
+    """Run ``python -m module out_dir`` (a :func:`drill_main`) in a session of its own, its
+    output to ``out_dir/drill.log``; stop it (SIGTERM, which shuts its cluster down, then
+    SIGKILL to the group) past ``limit_s``. Returns its ``drill.json`` record, or None with
+    a line saying why, and the log."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(cwd), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    log = out_dir / "drill.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", module, str(out_dir)], cwd=cwd, env=env,
+                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            return None, f"the drill hung past {limit_s:.0f}s:\n{log.read_text()[-3000:]}"
+    record = out_dir / "drill.json"
+    if proc.returncode != 0 or not record.exists():
+        return None, f"the drill failed (exit status {proc.returncode}):\n{log.read_text()[-5000:]}"
+    return dict(json.loads(record.read_text())), ""
+
+
 def drill_main(run: Callable[[Path], dict[str, Any]]) -> None:
     """A drill subprocess's entry point: ``run(OUT)`` (OUT = argv[1]), its record to OUT/drill.json."""
     out_dir = Path(sys.argv[1])

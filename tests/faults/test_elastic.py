@@ -16,10 +16,6 @@ never meets the test session's own local Ray; the drill writes what it saw to
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -27,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from bench.nodes import add_node, drill_main, remove_when, simulated_nodes
+from bench.nodes import add_node, drill_main, remove_when, simulated_nodes, spawn_drill
 from tests.conftest import REPO, make_graph
 
 GRAPH_NODES, GRAPH_SEED = 450, 7
@@ -112,24 +108,10 @@ def drill(out_dir: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def drill_record(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("elastic")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
-    log = out / "drill.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.faults.test_elastic", str(out)], cwd=REPO,
-                                env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            proc.wait(timeout=DRILL_LIMIT_S)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"the elastic drill hung past {DRILL_LIMIT_S}s:\n{log.read_text()[-3000:]}")
-    record = out / "drill.json"
-    assert proc.returncode == 0 and record.exists(), f"the drill failed:\n{log.read_text()[-5000:]}"
-    return dict(json.loads(record.read_text()))
+    record, why = spawn_drill("tests.faults.test_elastic", tmp_path_factory.mktemp("elastic"), DRILL_LIMIT_S, REPO)
+    if record is None:
+        pytest.fail(why)
+    return record
 
 
 def _ok(rec: dict[str, Any], name: str) -> dict[str, Any]:

@@ -169,6 +169,15 @@ def partition_rows(name: str, cfg: RunConfig, graph: Graph,
     return rows, checks
 
 
+def reported(name: str, label: str, res: dict[str, Any]) -> Check:
+    """Print one run's line (test accuracy at the best validation epoch) and return its
+    correctness check: the loss goes down."""
+    print(f"{name:<18} {label:<34} test {100 * res['test_at_best_val']:5.1f}% at best val "
+          f"{100 * res['best_val_acc']:5.1f}% (epoch {res['best_epoch']}), {res['seconds']:.1f} s", flush=True)
+    return check(f"{name} {label}: the loss goes down", res["loss_last"] < res["loss_first"],
+                 f"{res['loss_first']:.3f} -> {res['loss_last']:.3f}")
+
+
 def arch_overrides(graph: Graph) -> dict[str, list[str]]:
     """Config overrides of our two typed models on ``graph``."""
     types, rels = len(graph.node_type_names), len(graph.edge_type_names)
@@ -198,10 +207,7 @@ def seeds_rows(name: str, smoke: bool, tag: str, seeds: int,
                 *base, *opts, f"train.seed={sd}"], tag), graph, 1)
         for label, r in got.items():
             runs.setdefault(label, []).append({"seed": sd, **r})
-            print(f"{name:<18} seed {sd} {label:<28} test {100 * r['test_at_best_val']:5.1f}% at best val "
-                  f"{100 * r['best_val_acc']:5.1f}% (epoch {r['best_epoch']}), {r['seconds']:.1f} s", flush=True)
-            checks.append(check(f"{name} seed {sd} {label}: the loss goes down", r["loss_last"] < r["loss_first"],
-                                f"{r['loss_first']:.3f} -> {r['loss_last']:.3f}"))
+            checks.append(reported(name, f"seed {sd} {label}", r))
     acc = {label: spread([100 * r["test_at_best_val"] for r in rows]) for label, rows in runs.items()}
     summary: dict[str, Any] = {label: a.to_dict() for label, a in acc.items()}
     for label, a in acc.items():
@@ -230,11 +236,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
 
     def add(label: str, res: dict[str, Any]) -> None:
         rows.append({"dataset": name, "run": label, **res})
-        print(f"{name:<18} {label:<34} test {100 * res['test_at_best_val']:5.1f}% at best val "
-              f"{100 * res['best_val_acc']:5.1f}% (epoch {res['best_epoch']}), {res['seconds']:.1f} s",
-              flush=True)
-        checks.append(check(f"{name} {label}: the loss goes down", res["loss_last"] < res["loss_first"],
-                            f"{res['loss_first']:.3f} -> {res['loss_last']:.3f}"))
+        checks.append(reported(name, label, res))
 
     archs = arch_overrides(graph)
     if reference:

@@ -99,6 +99,10 @@ class _DatasetBase(_Frozen):
         return v if v is None else check_component(str(info.field_name), v)
 
 
+def _fallback_dim() -> Any:
+    return Field(32, ge=1, description="width of random_projection features")
+
+
 class LoadedDataset(_DatasetBase):
     """The load-time cleaning and split options shared by every source read from files.
 
@@ -121,7 +125,7 @@ class LoadedDataset(_DatasetBase):
     split_seed: int = 0
     feature_fallback: Literal["degree", "random_projection"] = Field(
         "degree", description="features built from the structure when the source has none")
-    fallback_dim: int = Field(32, ge=1, description="width of random_projection features")
+    fallback_dim: int = _fallback_dim()
     normalize_features: Literal["none", "row"] = Field(
         "none", description="'row' divides each feature row by its sum (PyG's NormalizeFeatures)")
 
@@ -237,9 +241,14 @@ class SyntheticDataset(_DatasetBase):
 
 
 class _HeteroDatasetBase(_DatasetBase):
-    """What every typed-graph source shares: reverse relations on request."""
+    """What every typed-graph source shares: reverse relations on request, and structural
+    features for the node types that have none (``gnntrain/data/features.py``)."""
 
     add_reverse: bool = Field(False, description="add (dst, rev_<relation>, src) for every relation")
+    feature_fallback: Literal["none", "degree", "random_projection"] = Field(
+        "none", description="features built from the structure (all relations together, after "
+        "add_reverse) for every node type without features; 'none' leaves them featureless")
+    fallback_dim: int = _fallback_dim()
 
 
 class HeteroDirDataset(_HeteroDatasetBase):

@@ -18,6 +18,11 @@ A model still needs an ``x``, so the loader builds one from the structure, chose
     neighbourhoods get similar vectors.
 
 Both are deterministic functions of the CSR, so a reloaded graph has the same hash.
+
+A typed graph (:func:`typed_fallback_features`) gets the same matrix computed once over
+all its node types and relations together (the homogenised graph: a node's in-neighbours
+of every relation count), and each type that has no features takes its own rows; types
+with features keep them.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from partition.graph import Graph
+from partition.hetero_graph import HeteroGraph
 
-__all__ = ["degree_features", "fallback_features", "normalize_rows", "random_projection_features"]
+__all__ = ["degree_features", "fallback_features", "normalize_rows", "random_projection_features",
+           "typed_fallback_features"]
 
 
 def fallback_features(indptr: np.ndarray, indices: np.ndarray,
@@ -39,6 +46,20 @@ def fallback_features(indptr: np.ndarray, indices: np.ndarray,
     if kind == "degree":
         return degree_features(indptr, indices)
     return random_projection_features(indptr, indices, dim)
+
+
+def typed_fallback_features(graph: HeteroGraph, kind: Literal["degree", "random_projection"],
+                            dim: int) -> HeteroGraph:
+    """``graph`` with every featureless node type given its rows of the fallback matrix
+    (see module doc); the graph itself when every type has features."""
+    if all(t in graph.x for t in graph.node_types):
+        return graph
+    hom = graph.homogenise()
+    full = fallback_features(hom.indptr, hom.indices, kind, dim)
+    x = {t: graph.x[t] if t in graph.x
+         else np.ascontiguousarray(full[hom.type_offsets[i]:hom.type_offsets[i + 1]])
+         for i, t in enumerate(hom.node_types)}
+    return replace(graph, x=x, _hash=[]).validate()
 
 
 def _standardise(x: np.ndarray) -> np.ndarray:

@@ -5,8 +5,8 @@ both ways, DGL heterographs both ways (optional: dgl is imported only when calle
 HeCo/HGCMA directory layout, :mod:`gnntrain.data.hetero_dir`; ``ogb_mag``: OGB-MAG's
 layout, :mod:`gnntrain.data.hetero_ogb`; ``synthetic_hetero``: the MAG-shaped generator,
 :mod:`gnntrain.data.hetero_synthetic`) into a validated
-:class:`~partition.hetero_graph.HeteroGraph`. Training on typed graphs is not available
-yet: they load, convert, partition and report.
+:class:`~partition.hetero_graph.HeteroGraph`; :func:`to_training_graph` turns it into
+the one graph the runtime trains on.
 
 Conversions read their argument through public attributes only (``node_types``,
 ``edge_types``, ``num_nodes``, ``x``, ``y``, ``*_mask`` and ``edge_index`` for PyG;
@@ -70,7 +70,18 @@ def relation_names(edge_types: list[EdgeType]) -> list[str]:
 
 
 def load_hetero(cfg: DatasetConfig) -> HeteroGraph:
-    """Load the typed graph ``cfg`` describes; raise :class:`DataError` naming what is wrong."""
+    """Load the typed graph ``cfg`` describes, with ``feature_fallback`` features on its
+    featureless types; raise :class:`DataError` naming what is wrong."""
+    graph = _load_source(cfg)
+    assert isinstance(cfg, HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset)  # else refused
+    if cfg.feature_fallback == "none":
+        return graph
+    from gnntrain.data.features import typed_fallback_features
+
+    return typed_fallback_features(graph, cfg.feature_fallback, cfg.fallback_dim)
+
+
+def _load_source(cfg: DatasetConfig) -> HeteroGraph:
     try:
         if isinstance(cfg, HeteroDirDataset):
             from gnntrain.data.hetero_dir import load_hetero_dir

@@ -35,7 +35,9 @@ PUBLISHED = {
                    {"has_actor": 13983, "directed_by": 4661}, "movie", 3, 29),
 }
 FEATURED = {"acm": {"paper": 1902, "author": 1902}, "dblp": {"author": 334, "paper": 4231, "term": 50},
-            "aminer": {}, "freebase": {}, "hgcma-imdb": {"movie": 1256, "actor": 1256, "director": 1256}}
+            # no type has features: the configs' feature_fallback gives each 5 log-degree columns
+            "aminer": dict.fromkeys(("paper", "author", "reference"), 5),
+            "freebase": dict.fromkeys(("movie", "actor", "director", "writer"), 5), "hgcma-imdb": {"movie": 1256, "actor": 1256, "director": 1256}}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -190,3 +192,29 @@ def test_real_acm_round_trips_through_pyg(data_root: Path) -> None:
     g = load_hetero(cfg)
     back = from_pyg_hetero(to_pyg_hetero(g), target=g.target, name=g.name, num_classes=g.num_classes)
     assert back.content_hash() == g.content_hash()
+
+
+@pytest.mark.parametrize("kind", ["degree", "random_projection"])
+def test_featureless_types_get_structural_features(tmp_path: Path, kind: str) -> None:
+    """``feature_fallback`` gives every type without features its rows of the fallback
+    matrix over all relations together; a type with features keeps its own."""
+    from gnntrain.data.features import fallback_features
+
+    pa = np.array([[0, 0], [1, 0], [1, 2], [3, 4], [2, 3]])
+    path = write_dir(tmp_path / "d", pa=pa, labels=np.array([0, 1, 1, 0]))
+    plain = load_hetero(parse_dataset(dir_cfg(path, add_reverse=True)))
+    assert set(plain.x) == {"paper"}
+    g = load_hetero(parse_dataset(dir_cfg(path, add_reverse=True, feature_fallback=kind, fallback_dim=6)))
+    np.testing.assert_array_equal(g.x["paper"], plain.x["paper"])
+    hom = plain.homogenise()  # paper 0-3, author 4-8
+    want = fallback_features(hom.indptr, hom.indices, kind, 6)[4:]  # type: ignore[arg-type]
+    np.testing.assert_array_equal(g.x["author"], want)
+    assert g.x["author"].shape == (5, 5 if kind == "degree" else 6) and np.isfinite(g.x["author"]).all()
+    assert np.unique(g.x["author"], axis=0).shape[0] > 1  # rows differ by structure
+    again = load_hetero(parse_dataset(dir_cfg(path, add_reverse=True, feature_fallback=kind, fallback_dim=6)))
+    assert again.content_hash() == g.content_hash() != plain.content_hash()
+
+
+def test_feature_fallback_names_what_is_allowed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"dataset\.feature_fallback.*'none', 'degree' or 'random_projection'"):
+        parse_dataset(dir_cfg(tmp_path, feature_fallback="onehot"))

@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                            "published_han_micro_f1": PUBLISHED_HAN}
     checks: list[Check] = []
     if args.seeds:
-        tag += f"-seeds{args.seeds}"
+        tag += f"-seeds{args.seeds}" + ("-ours" if args.no_reference else "")
         out["seeds"] = []
     for name in names:
         if args.seeds:

@@ -66,8 +66,10 @@ class RGCNLayer(nn.Module):
         self.coeff = nn.Parameter(torch.empty(num_relations or num_types * num_types, bases))
         self.root = nn.Parameter(torch.empty(num_types, in_dim, out_dim))
         self.bias = nn.Parameter(torch.zeros(num_types, out_dim))
-        nn.init.xavier_uniform_(self.bases)
-        nn.init.xavier_uniform_(self.root)
+        # Glorot per [in, out] matrix, as PyG's RGCNConv: on the 3-d tensor itself torch's
+        # fans would be (in * out, bases * out), a bound ~8x too small at ACM's 1,902 inputs
+        for w in (*self.bases, *self.root):
+            nn.init.xavier_uniform_(w)
         nn.init.xavier_uniform_(self.coeff)
 
     def forward(self, block: Block, h: Tensor) -> Tensor:

@@ -115,6 +115,21 @@ def test_rgcn_with_relation_ids_equals_pyg_rgcnconv_and_tells_parallel_relations
         assert not torch.allclose(ours(Block(ei, n, n, block.indptr, None, types, swapped), x), got)
 
 
+def test_rgcn_layer_starts_at_pyg_rgcnconvs_scale() -> None:
+    """Every basis and root matrix draws from Glorot's bound for its own [in, out] shape,
+    as PyG's RGCNConv does; on the 3-d tensors whole, torch's fans would give a bound ~8x
+    smaller at ACM's 1,902 inputs."""
+    from torch_geometric.nn import RGCNConv
+
+    torch.manual_seed(0)
+    ours = RGCNLayer(1902, 64, 3, 2)
+    ref = RGCNConv(1902, 64, num_relations=9, num_bases=2)
+    bound = (6 / (1902 + 64)) ** 0.5
+    for w in (ours.bases, ours.root, ref.weight, ref.root):
+        assert 0.97 * bound < float(w.abs().max()) <= bound
+        assert float(w.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.02)  # uniform(-a, a)
+
+
 # ---- 2. fanouts per relation ------------------------------------------------------------------
 def test_per_relation_fanouts_bound_each_relations_count_and_ignore_grouping() -> None:
     src = CSRSource.from_graph(GRAPH)

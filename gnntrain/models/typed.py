@@ -10,8 +10,11 @@ pair, the ``T x T`` pairs of a graph with ``T`` node types.
 
 Layer (Schlichtkrull et al. 2018, basis decomposition)::
 
-    h'_v = W0[type(v)] h_v + b[type(v)] + sum_r sum_{u in N_r(v)} (1 / |N_r(v)|) W_r h_u,
+    h'_v = W0 h_v + b + sum_r sum_{u in N_r(v)} (1 / |N_r(v)|) W_r h_u,
     W_r = sum_b a[r, b] V_b
+
+with one root weight ``W0`` and bias ``b``, as in the paper and PyG's ``RGCNConv``, or one
+per node type of ``v`` (``root_per_type``).
 
 ``N_r(v)`` are the block's (sampled) in-neighbours of ``v`` under relation ``r``. Each
 relation present in the block is one CSR product (the neighbour mean over its edges),
@@ -20,8 +23,8 @@ mixed into one sum per basis with ``a[r, b]`` and projected by ``V_b``, so no
 
 Options (``model.options``): ``node_types`` (required: the graph's number of node types;
 a graph with more is refused before training), ``relations`` (the graph's number of
-relations: use the edges' relation ids; 0, the default, uses type pairs) and ``bases``
-(default 2).
+relations: use the edges' relation ids; 0, the default, uses type pairs), ``bases``
+(default 2) and ``root_per_type`` (default false: one root weight and bias for all types).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from gnntrain.models.protocol import LayerwiseModel
 from gnntrain.ops import relu_dropout
 from samplers.batch import Block
 
-_OPTIONS = {"node_types", "relations", "bases"}
+_OPTIONS = {"node_types", "relations", "bases", "root_per_type"}
 
 
 def edge_relations(block: Block, num_types: int, num_relations: int) -> Tensor:
@@ -58,14 +61,15 @@ class RGCNLayer(nn.Module):
     """One R-GCN layer over a typed block (see the module docstring)."""
 
     def __init__(self, in_dim: int, out_dim: int, num_types: int, bases: int,
-                 num_relations: int = 0) -> None:
+                 num_relations: int = 0, *, root_per_type: bool = False) -> None:
         super().__init__()
         self.num_types = num_types
         self.num_relations = num_relations
         self.bases = nn.Parameter(torch.empty(bases, in_dim, out_dim))
         self.coeff = nn.Parameter(torch.empty(num_relations or num_types * num_types, bases))
-        self.root = nn.Parameter(torch.empty(num_types, in_dim, out_dim))
-        self.bias = nn.Parameter(torch.zeros(num_types, out_dim))
+        roots = num_types if root_per_type else 1  # root[t] (per type) or root[0] (shared)
+        self.root = nn.Parameter(torch.empty(roots, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.zeros(roots, out_dim))
         # Glorot per [in, out] matrix, as PyG's RGCNConv: on the 3-d tensor itself torch's
         # fans would be (in * out, bases * out), a bound ~8x too small at ACM's 1,902 inputs
         for w in (*self.bases, *self.root):
@@ -98,6 +102,8 @@ class RGCNLayer(nn.Module):
         out = sum((s @ self.bases[b] for b, s in enumerate(mixed)),
                   h.new_zeros((block.num_dst, self.bias.shape[1])))
         h_dst = h[:block.num_dst]
+        if self.root.shape[0] == 1:
+            return out + h_dst @ self.root[0] + self.bias[0]
         for t in range(self.num_types):
             mine = t_dst == t
             if bool(mine.any()):
@@ -134,7 +140,8 @@ class RGCN(TypedStack):
         unknown = sorted(set(opts) - _OPTIONS)
         if unknown or not isinstance(opts.get("node_types"), int) or int(opts["node_types"]) < 1:
             raise ValueError(f"model.options={opts!r}: arch 'rgcn' takes node_types (the graph's number "
-                             "of node types, an integer >= 1; required) and bases (default 2)"
+                             "of node types, an integer >= 1; required), relations, bases (default 2) "
+                             "and root_per_type (default false)"
                              + (f"; unknown {unknown}" if unknown else ""))
         bases = opts.get("bases", 2)
         if not isinstance(bases, int) or bases < 1:
@@ -143,10 +150,13 @@ class RGCN(TypedStack):
         if isinstance(rels, bool) or not isinstance(rels, int) or rels < 0:
             raise ValueError(f"model.options.relations={rels!r}: must be an integer >= 0 (the "
                              "graph's number of relations; 0 uses node-type pairs)")
+        per_type = opts.get("root_per_type", False)
+        if not isinstance(per_type, bool):
+            raise ValueError(f"model.options.root_per_type={per_type!r}: must be true or false")
         self.num_relations = rels
         self.num_node_types = int(opts["node_types"])
         self.stack(cfg, in_dim, out_dim,
-                   lambda i, o: RGCNLayer(i, o, self.num_node_types, bases, rels))
+                   lambda i, o: RGCNLayer(i, o, self.num_node_types, bases, rels, root_per_type=per_type))
 
 
 def rgcn(in_dim: int, out_dim: int, cfg: ModelConfig) -> RGCN:

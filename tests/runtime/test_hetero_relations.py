@@ -130,6 +130,23 @@ def test_rgcn_layer_starts_at_pyg_rgcnconvs_scale() -> None:
         assert float(w.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.02)  # uniform(-a, a)
 
 
+def test_rgcn_root_is_shared_unless_asked_per_type() -> None:
+    """The root term (a block without edges leaves only it) is one ``W0 h + b`` for every
+    node, as PyG's RGCNConv; ``root_per_type`` gives each node type its own."""
+    torch.manual_seed(0)
+    h = torch.randn(6, 5)
+    types = torch.tensor([0, 1, 2, 0, 1, 2])
+    block = Block(torch.empty(2, 0, dtype=torch.int64), 6, 6, torch.zeros(7, dtype=torch.int64), None, types,
+                  None)
+    shared, per = RGCNLayer(5, 3, 3, 2), RGCNLayer(5, 3, 3, 2, root_per_type=True)
+    with torch.no_grad():
+        for layer in (shared, per):
+            layer.bias.uniform_()
+        assert shared.root.shape == (1, 5, 3) and per.root.shape == (3, 5, 3)
+        torch.testing.assert_close(shared(block, h), h @ shared.root[0] + shared.bias[0])
+        torch.testing.assert_close(per(block, h), torch.einsum("ni,nio->no", h, per.root[types]) + per.bias[types])
+
+
 # ---- 2. fanouts per relation ------------------------------------------------------------------
 def test_per_relation_fanouts_bound_each_relations_count_and_ignore_grouping() -> None:
     src = CSRSource.from_graph(GRAPH)

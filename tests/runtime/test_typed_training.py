@@ -127,6 +127,7 @@ def test_rgcn_learns_the_typed_neighbourhood(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("arch", "options", "match"), [
     ("rgcn", "{node_types: 2}", r"model.options.node_types=2 but dataset .* has 4 node types"),
     ("rgcn", "{}", "takes node_types"),
+    ("rgcn", "{node_types: 4, root_per_type: 'yes'}", r"model.options.root_per_type='yes': must be true or false"),
 ])
 def test_typed_model_misconfigured_is_refused_before_work(tmp_path: Path, arch: str, options: str,
                                                           match: str) -> None:

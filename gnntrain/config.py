@@ -432,7 +432,7 @@ class ModelConfig(_Frozen):
     it, see :meth:`input_dim`)."""
 
     arch: str = Field("sage", description="sage | gcn | gat | rgcn (typed graphs; options "
-                      "node_types, relations, bases) | hsage (typed; options node_types, "
+                      "node_types, relations, bases, root_per_type) | hsage (typed; options node_types, "
                       "relation_dst) | package.module:factory")
     hidden: int = Field(256, ge=1)
     layers: int = Field(3, ge=1)

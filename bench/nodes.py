@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -118,8 +119,6 @@ def spawn_drill(module: str, out_dir: Path, limit_s: float, cwd: Path) -> tuple[
     output to ``out_dir/drill.log``; stop it (SIGTERM, which shuts its cluster down, then
     SIGKILL to the group) past ``limit_s``. Returns its ``drill.json`` record, or None with
     a line saying why, and the log."""
-    import subprocess
-
     env = {**os.environ, "PYTHONPATH": str(cwd), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
     log = out_dir / "drill.log"

@@ -123,11 +123,12 @@ def ours(cfg: RunConfig, graph: Graph, workers: int) -> dict[str, Any]:
 def partition_rows(name: str, cfg: RunConfig, graph: Graph,
                    workers: tuple[int, ...]) -> tuple[list[dict[str, Any]], list[Check]]:
     """Per k: METIS with ``partition.balance_node_types`` off and on (edge cut, each node
-    type's imbalance), and the feature bytes a worker holds per part, padded to the widest
-    type as stored against its per-type tables (``partition.feature_rows.TypedRows``)."""
+    type's imbalance), and the feature bytes a worker holds per part of the set training
+    uses (the typed set), padded to the widest type against its per-type tables
+    (``partition.feature_rows.TypedRows``), whose rows must equal the graph's padded rows."""
     import tempfile
 
-    from partition import build_partition_set
+    from partition import build_training_set
     from partition.feature_rows import TypedRows
     from partition.methods import allowed_loads, assign_parts, vertex_weights
     from partition.report import quality_report
@@ -153,14 +154,15 @@ def partition_rows(name: str, cfg: RunConfig, graph: Graph,
                 checks.append(check(f"{name} k={k}: every balanced type within partition.imbalance", not over,
                                     f"constraints {names}; over: {over or 'none'}"))
         with tempfile.TemporaryDirectory() as d:
-            pset = build_partition_set(graph, cfg.partition.model_copy(update={"parts": k, "root": d}))
+            pset = build_training_set(graph, cfg.partition.model_copy(update={"parts": k, "root": d}))
             padded = per_type = 0
             same = True
             for p in range(k):
-                stored, part = pset.load_part(p, per_type=False).x, pset.load_part(p).x
-                assert isinstance(part, TypedRows) and isinstance(stored, np.ndarray)
-                padded, per_type = padded + stored.nbytes, per_type + part.nbytes
-                same &= bool(np.array_equal(np.asarray(part).view(np.uint32), stored.view(np.uint32)))
+                loaded = pset.load_part(p)
+                part, want = loaded.x, graph.x[loaded.orig_ids]
+                assert isinstance(part, TypedRows)
+                padded, per_type = padded + want.nbytes, per_type + part.nbytes
+                same &= bool(np.array_equal(np.asarray(part).view(np.uint32), want.view(np.uint32)))
         rows.append({"dataset": name, "run": f"feature tables k={k}", "padded_bytes": padded,
                      "per_type_bytes": per_type})
         print(f"{name:<18} k={k} feature tables: {padded / k / 2**20:.1f} MiB a part padded, "

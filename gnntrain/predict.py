@@ -12,7 +12,7 @@ Examples::
 (:mod:`gnntrain.predict_pairs`).
 
 The run's own config (``config.yaml``), partition set (the path ``partition.json``
-records, or the stored set ``build_partition_set`` finds again) and worker count are
+records, or the stored set ``build_training_set`` finds again) and worker count are
 used: the same Ray workers as training start, each loads the newest checkpoint, and
 **exact layer-wise inference** runs over the full graph (every node's rows computed once
 per layer over all its in-neighbours, the loop evaluation uses). Each worker then writes
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from gnntrain.rundir import RunDir
     from gnntrain.runtime.group import WorkerGroup
     from gnntrain.tasks import Task
-    from partition import PartitionSet
+    from partition import TrainingSet
     from partition.graph import Graph
 
 __all__ = ["FORMAT_VERSION", "Manifest", "PredictError", "main", "predict", "read_manifest",
@@ -182,7 +182,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
                            "train.checkpoint_every epochs")
     spec: ModelSpec = model if model is not None else cfg.model.arch
 
-    pset: PartitionSet | None = None
+    pset: TrainingSet | None = None
     if single_process:
         graph = task.load_graph(cfg.dataset, graph)  # the graph the run trained on
         in_dim, num_classes = graph.num_features, graph.num_classes
@@ -283,10 +283,10 @@ def _check_out(out: Path, force: bool) -> None:
                            "(no manifest.json); --force only replaces earlier predictions")
 
 
-def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None, task: Task) -> PartitionSet:
+def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None, task: Task) -> TrainingSet:
     """The set the run trained on: the path ``partition.json`` records, else the stored
-    set ``build_partition_set`` finds again for the run's dataset and settings."""
-    from partition import PartitionError, build_partition_set, open_partition_set
+    set ``build_training_set`` finds again for the run's dataset and settings."""
+    from partition import PartitionError, build_training_set, open_training_set
 
     pset = None
     report = run.path / "partition.json"
@@ -294,11 +294,11 @@ def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None, task: Task)
         recorded = json.loads(report.read_text()).get("partition_path")
         if recorded and Path(recorded).is_dir():
             try:
-                pset = open_partition_set(recorded)
+                pset = open_training_set(recorded)
             except PartitionError:
                 pset = None
     if pset is None:
-        pset = build_partition_set(task.load_graph(cfg.dataset, graph), cfg.partition)
+        pset = build_training_set(task.load_graph(cfg.dataset, graph), cfg.partition)
     if pset.num_parts != cfg.cluster.workers:
         raise PredictError(f"partition set {pset.path} has {pset.num_parts} parts but the run's "
                            f"cluster.workers={cfg.cluster.workers}; they must be equal")

@@ -78,11 +78,11 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
     """One simulated epoch on ``k`` workers: bytes, shares, cache and balance figures.
     ``task`` (one whose ``load_graph`` made ``graph``, e.g. a link task holding its split)
     replaces ``task.kind``; it is placed on the partitioned ids."""
-    from partition import build_partition_set
+    from partition import build_training_set
 
     cfg_k = cfg.with_overrides([f"partition.parts={k}", f"cluster.workers={k}"])
     t0 = time.perf_counter()
-    pset = build_partition_set(graph, cfg_k.partition)
+    pset = build_training_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
     parts = [pset.load_part(p, per_type=False) for p in range(k)]
     task = (task.placed(pset.new_id_map()) if task is not None

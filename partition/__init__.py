@@ -28,12 +28,14 @@ if TYPE_CHECKING:
     from partition.build import build_partition_set
     from partition.methods import assign_parts
     from partition.report import PartitionReport, quality_report, set_report, write_report
+    from partition.training_set import TrainingSet, build_training_set, open_training_set
 
 __all__ = [
     "FORMAT_VERSION", "Graph", "GraphError", "Part", "PartitionBook", "PartitionChecksumError",
     "PartitionConfig", "PartitionError", "PartitionFormatError", "PartitionMeta", "PartitionReport",
-    "PartitionSet", "StepStat", "assign_parts", "build_partition_set", "csr_from_edges",
-    "open_partition_set", "quality_report", "set_report", "write_report",
+    "PartitionSet", "StepStat", "TrainingSet", "assign_parts", "build_partition_set", "build_training_set",
+    "csr_from_edges", "open_partition_set", "open_training_set", "quality_report", "set_report",
+    "write_report",
 ]
 
 _LAZY = {  # names whose modules load numba or scipy
@@ -43,6 +45,9 @@ _LAZY = {  # names whose modules load numba or scipy
     "quality_report": "partition.report",
     "set_report": "partition.report",
     "write_report": "partition.report",
+    "TrainingSet": "partition.training_set",
+    "build_training_set": "partition.training_set",
+    "open_training_set": "partition.training_set",
 }
 
 

@@ -2,8 +2,9 @@
 
 A typed graph trained as one graph (:func:`gnntrain.data.hetero.to_training_graph`) has
 one feature matrix as wide as its widest type: HeCo DBLP's terms (50 features) and
-authors (334) sit in rows 4,231 wide because papers have 4,231. The stored ``x.npy`` of a
-part keeps that layout; :class:`TypedRows` is what a worker holds instead: one table per
+authors (334) sit in rows 4,231 wide because papers have 4,231. A format-1 set's ``x.npy``
+keeps that layout and the typed set stores each type at its width; :class:`TypedRows` is
+what a worker holds from either: one table per
 node type, each ``[n_t, w_t]`` where ``w_t`` is the last column any of the part's type-``t``
 rows uses (by bit pattern, so ``-0.0`` counts as used). Reading rows gives exactly the
 padded rows back (float32, zeros beyond a type's width), so a model, the sampler, the

@@ -26,10 +26,11 @@ place, so an interrupted run never leaves a half set under the final name. ``N``
         ├── halo_ids.npy       int64 [h_p]       remote in-neighbours (1-hop halo), sorted by new id
         └── halo_offsets.npy   int64 [k + 1]     halo_ids[halo_offsets[q]:halo_offsets[q + 1]] are owned by q
 
-A typed graph trained as one graph adds ``part-<p>/edge_rel.npy`` (int64 ``[e_p]``: the
-relation id of each stored edge, aligned with ``indices``; the names are the meta's
-``edge_types``): the relation travels with its edge, so parallel relations between the
-same node types stay apart.
+A typed training graph written as a format-1 set (one with ``train_weight``; typed graphs
+otherwise train on their typed format-2 set, :mod:`partition.training_set`) adds
+``part-<p>/edge_rel.npy`` (int64 ``[e_p]``: the relation id of each stored edge, aligned
+with ``indices``; the names are the meta's ``edge_types``): the relation travels with its
+edge, so parallel relations between the same node types stay apart.
 
 Renumbering: nodes are sorted by part (stable, so original order is kept inside a part);
 part ``p`` owns the contiguous new ids ``[offsets[p], offsets[p + 1])`` and the partition

@@ -39,7 +39,10 @@ class Graph:
     ``node_type_offsets[t]:node_type_offsets[t + 1]`` (empty for an untyped graph), and
     its relations as a per-edge id: ``edge_rel`` (int64 ``[E]``, aligned with ``indices``)
     is each edge's index into ``edge_type_names`` (``"src:relation:dst"``), so two
-    relations between the same pair of types stay apart (None for an untyped graph)."""
+    relations between the same pair of types stay apart (None for an untyped graph).
+    ``node_type_features[t]`` is type ``t``'s own feature width (its columns of the
+    zero-padded ``x``; 0 for a featureless type; empty when not known), so the typed graph
+    is recovered exactly (:func:`~partition.hetero_graph.from_training_graph`)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -55,6 +58,7 @@ class Graph:
     train_weight: np.ndarray | None = None
     edge_rel: np.ndarray | None = None
     edge_type_names: tuple[str, ...] = ()
+    node_type_features: tuple[int, ...] = ()
     _hash: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -127,6 +131,8 @@ class Graph:
             if self.edge_rel is not None:  # typed relations: part of the graph too
                 h.update(repr(self.edge_type_names).encode())
                 h.update(np.ascontiguousarray(self.edge_rel).tobytes())
+            if self.node_type_features:
+                h.update(repr(("node_type_features", self.node_type_features)).encode())
             self._hash.append(h.hexdigest()[:16])
         return self._hash[0]
 
@@ -190,6 +196,11 @@ class Graph:
             raise GraphError(f"node_type_offsets={list(off)}: expected {len(self.node_type_names) + 1} "
                              f"non-decreasing offsets from 0 to num_nodes={n}, one range per type "
                              f"{list(self.node_type_names)}")
+        widths = self.node_type_features
+        if widths and (len(widths) != len(self.node_type_names)
+                       or any(not 0 <= w <= self.num_features for w in widths)):
+            raise GraphError(f"node_type_features={list(widths)}: expected one width in [0, "
+                             f"num_features={self.num_features}] per type {list(self.node_type_names)}")
         if self.edge_rel is not None:
             _check_dtype("edge_rel", self.edge_rel, np.int64, 1)
             r = len(self.edge_type_names)

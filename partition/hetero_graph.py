@@ -42,8 +42,8 @@ import numpy as np
 
 from partition.graph import Graph, GraphError, _check_dtype, csr_from_edges
 
-__all__ = ["EdgeType", "HeteroGraph", "Homogenised", "RelationCSR", "relation_csr",
-           "reverse_name"]
+__all__ = ["EdgeType", "HeteroGraph", "Homogenised", "RelationCSR", "from_training_graph",
+           "relation_csr", "reverse_name"]
 
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, PyG's canonical edge type."""
@@ -363,3 +363,52 @@ def _check_types(num_nodes: Mapping[str, int], edge_types: list[EdgeType], featu
     for t in featured:
         if t not in num_nodes:
             raise GraphError(f"x[{t!r}]: not a node type; node types: {known}")
+
+
+def from_training_graph(graph: Graph) -> HeteroGraph:
+    """The typed graph a training graph (:func:`gnntrain.data.hetero.to_training_graph`)
+    was made from: each type's id range, each relation's edges (``edge_rel``) as its own
+    CSR in stored order, each type's features cut to ``node_type_features`` (to the
+    columns its rows use when the widths are not recorded), the target type's labels and
+    splits. A graph from ``to_training_graph`` comes back with the same content hash.
+    Raises :class:`GraphError` for a graph without types, relations or one labelled type."""
+    from partition.feature_rows import used_width
+
+    names, off = graph.node_type_names, graph.node_type_offsets
+    if not off or graph.edge_rel is None:
+        raise GraphError(f"graph {graph.name!r} has no node types or no edge_rel: not a typed training graph")
+    parsed = [tuple(n.split(":")) for n in graph.edge_type_names]
+    bad = [n for n, et in zip(graph.edge_type_names, parsed, strict=True) if len(et) != 3]
+    if bad:
+        raise GraphError(f"edge_type_names: {bad[0]!r} is not 'src:relation:dst'")
+    node_type = graph.node_types()
+    assert node_type is not None
+    base = {t: int(off[i]) for i, t in enumerate(names)}
+    counts = {t: int(off[i + 1] - off[i]) for i, t in enumerate(names)}
+    labelled = np.unique(node_type[np.concatenate([graph.train_idx, graph.val_idx, graph.test_idx])])
+    if labelled.shape[0] != 1:
+        raise GraphError(f"graph {graph.name!r}: the split nodes are of types "
+                         f"{[names[int(i)] for i in labelled]}; a typed graph has one target type")
+    target = names[int(labelled[0])]
+    dst_all = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), graph.in_degrees())
+    relations: dict[EdgeType, RelationCSR] = {}
+    for r, (s, rel, d) in enumerate(parsed):
+        if s not in counts or d not in counts:
+            raise GraphError(f"edge_type_names[{r}]={graph.edge_type_names[r]!r}: type not in {list(names)}")
+        keep = graph.edge_rel == r
+        dst = dst_all[keep] - base[d]
+        indptr = np.zeros(counts[d] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=counts[d]), out=indptr[1:])
+        relations[(s, rel, d)] = RelationCSR(indptr, graph.indices[keep] - base[s])
+    x = {}
+    for i, t in enumerate(names):
+        rows = graph.x[off[i]:off[i + 1]]
+        width = graph.node_type_features[i] if graph.node_type_features else used_width(np.asarray(rows))
+        if width:
+            x[t] = np.ascontiguousarray(rows[:, :width], dtype=np.float32)
+    lo, hi = base[target], base[target] + counts[target]
+    return HeteroGraph(num_nodes=counts, relations=relations, x=x, target=target, y=graph.y[lo:hi],
+                       train_idx=graph.train_idx - lo, val_idx=graph.val_idx - lo,
+                       test_idx=graph.test_idx - lo, num_classes=graph.num_classes,
+                       name=graph.name).validate()
+

@@ -2,18 +2,14 @@
 
 :func:`assign_hetero_parts` works on the homogenised graph
 (:meth:`~partition.hetero_graph.HeteroGraph.homogenise`: all types in one id space, all
-relations in one CSR), the approach DistDGL takes:
-
-* ``metis``: METIS k-way on the symmetrised homogenised CSR with one balance constraint
-  per node type (1 for each node of that type), one for the training nodes of the target
-  type (``balance_train``) and one for in-edges over all relations (``balance_edges``);
-  the same retry-on-overshoot loop as the homogeneous path
-  (:func:`~partition.methods.metis_balanced`).
-* ``random``: a seeded round-robin over each (type, training or not) stratum
-  (:func:`~partition.methods.typed_random_parts`), so every type and the training nodes are
-  balanced to +-1 per part.
-
-Other methods (``ldg``, ``stream``, ``multilevel``) are refused for typed graphs.
+relations in one CSR), the approach DistDGL takes, and runs the homogeneous partitioner
+on it (:func:`~partition.methods.assign_parts`, every method) with the types as id
+ranges, so a typed graph and its training graph
+(:func:`gnntrain.data.hetero.to_training_graph`) get the same parts. Each node type with
+enough nodes to balance (:func:`~partition.methods.balanced_types`, with
+``balance_node_types``) is a constraint of its own beside all nodes, the target type's
+training nodes (``balance_train``) and in-edges over all relations (``balance_edges``);
+``random`` deals each (type, training or not) stratum round-robin.
 
 :func:`hetero_quality_report` judges any assignment: per relation the stored edges and
 the cut ones (source and destination owned by different parts); per type the nodes and
@@ -31,21 +27,12 @@ from pydantic import BaseModel, ConfigDict
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
-from partition.hetero_graph import EdgeType, HeteroGraph, Homogenised
-from partition.methods import (
-    allowed_loads,
-    check_assignment,
-    check_counts,
-    metis_balanced,
-    symmetrize,
-    typed_random_parts,
-)
+from partition.hetero_graph import EdgeType, HeteroGraph
+from partition.methods import assign_parts
 from partition.steps import StepRecorder
 
-__all__ = ["HETERO_METHODS", "HeteroPartitionReport", "RelationQuality", "TypeQuality",
-           "assign_hetero_parts", "hetero_quality_report", "hetero_vertex_weights", "relation_key"]
-
-HETERO_METHODS = ("metis", "random")
+__all__ = ["HeteroPartitionReport", "RelationQuality", "TypeQuality", "assign_hetero_parts",
+           "hetero_quality_report", "relation_key"]
 
 
 def relation_key(et: EdgeType) -> str:
@@ -53,64 +40,21 @@ def relation_key(et: EdgeType) -> str:
     return "___".join(et)
 
 
-def hetero_vertex_weights(graph: HeteroGraph, hom: Homogenised,
-                          cfg: PartitionConfig) -> tuple[np.ndarray, list[str]]:
-    """``[N, c]`` int64 balance constraints over the homogenised nodes and their names:
-    ``nodes:<type>`` per type, ``train`` (target training nodes) if ``balance_train``,
-    ``edges`` (in-degree over all relations) if ``balance_edges``; all-zero columns dropped."""
-    cols, names = [], []
-    for i, t in enumerate(hom.node_types):
-        cols.append((hom.node_type == i).astype(np.int64))
-        names.append(f"nodes:{t}")
-    if cfg.balance_train:
-        train = np.zeros(hom.num_nodes, dtype=np.int64)
-        train[hom.type_offsets[hom.node_types.index(graph.target)] + graph.train_idx] = 1
-        cols.append(train)
-        names.append("train")
-    if cfg.balance_edges:
-        cols.append(np.diff(hom.indptr))
-        names.append("edges")
-    keep = [i for i, c in enumerate(cols) if c.sum() > 0]
-    return np.stack([cols[i] for i in keep], axis=1), [names[i] for i in keep]
-
-
-def _train_ids(graph: HeteroGraph, hom: Homogenised) -> np.ndarray:
-    return hom.type_offsets[hom.node_types.index(graph.target)] + graph.train_idx
-
-
 def assign_hetero_parts(graph: HeteroGraph, cfg: PartitionConfig, *,
                         steps: StepRecorder | None = None) -> dict[str, np.ndarray]:
     """Part of every node of every type (int64 ``[num_nodes[t]]``, original type-local ids)."""
-    if cfg.method not in HETERO_METHODS:
-        raise PartitionError(f"partition.method={cfg.method!r}: typed graphs are partitioned with "
-                             f"one of {list(HETERO_METHODS)}")
-    check_counts(graph.total_nodes, int(graph.train_idx.shape[0]), cfg)
     rec = steps if steps is not None else StepRecorder()
     with rec("homogenise"):
         hom = graph.homogenise()
-    k = cfg.parts
-    if k == 1:
-        parts = np.zeros(hom.num_nodes, dtype=np.int64)
-    elif cfg.method == "random":
-        with rec("random"):
-            train = np.zeros(hom.num_nodes, dtype=bool)
-            train[_train_ids(graph, hom)] = True
-            parts = typed_random_parts(train, hom.node_type, len(hom.node_types), k, cfg.seed)
-    else:
-        from partition.metis import load_metis
-
-        lib = load_metis()
-        with rec("symmetrize"):
-            n = hom.num_nodes
-            shell = Graph(indptr=hom.indptr, indices=hom.indices, x=np.empty((n, 0), np.float32),
-                          y=np.zeros(n, np.int64), train_idx=_train_ids(graph, hom),
-                          val_idx=np.empty(0, np.int64), test_idx=np.empty(0, np.int64), num_classes=1)
-            sym = symmetrize(shell, lib.idx_dtype)
-            w, _ = hetero_vertex_weights(graph, hom, cfg)
-        with rec("metis"):
-            parts = metis_balanced(sym, w, cfg, allowed_loads(w, k, cfg.imbalance))
-    check_assignment(parts, _train_ids(graph, hom), cfg)
-    off = hom.type_offsets
+        n = hom.num_nodes
+        off = hom.type_offsets
+        base = int(off[hom.node_types.index(graph.target)])
+        shell = Graph(indptr=hom.indptr, indices=hom.indices, x=np.empty((n, 0), np.float32),
+                      y=np.zeros(n, np.int64), train_idx=graph.train_idx + base,
+                      val_idx=np.empty(0, np.int64), test_idx=np.empty(0, np.int64), num_classes=1,
+                      name=graph.name, node_type_names=tuple(hom.node_types),
+                      node_type_offsets=tuple(int(o) for o in off))
+    parts = assign_parts(shell, cfg, steps=rec)
     return {t: parts[off[i]:off[i + 1]] for i, t in enumerate(hom.node_types)}
 
 

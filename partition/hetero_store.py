@@ -2,7 +2,8 @@
 
 Versions: format 1 (:mod:`partition.format`) is the homogeneous set and stays as it is,
 so homogeneous sets keep working; format 2 is the typed set, written by
-:func:`build_hetero_partition_set` and read by :func:`open_hetero_partition_set`. Each
+:func:`build_hetero_partition_set` and read by :func:`open_hetero_partition_set` (a run
+trains on it through :class:`~partition.training_set.TypedTrainingSet`). Each
 reader refuses the other's sets (and any other version) with the command that rebuilds
 them. A homogeneous graph is partitioned as a homogeneous set; as a typed set it is the
 one-type case (:meth:`~partition.hetero_graph.HeteroGraph.from_graph`).

@@ -45,7 +45,9 @@ def to_training_graph(graph: HeteroGraph) -> Graph:
     relations between the same types (``paper-cites-paper`` and its generated reverse) stay
     distinct in the partition, the sampled blocks and the model. Features are zero-padded to the widest type (a type without
     features gets zero rows: give it ``model.node_embedding``); labels and splits are the
-    target type's, other nodes carry label 0 and are in no split."""
+    target type's, other nodes carry label 0 and are in no split.
+    :func:`~partition.hetero_graph.from_training_graph` gives the typed graph back
+    (same content hash)."""
     hom = graph.homogenise()
     n = hom.num_nodes
     width = max((graph.num_features(t) for t in hom.node_types), default=0)
@@ -61,7 +63,8 @@ def to_training_graph(graph: HeteroGraph) -> Graph:
                  test_idx=graph.split_idx("test") + base, num_classes=graph.num_classes,
                  name=graph.name, node_type_names=tuple(hom.node_types),
                  node_type_offsets=tuple(int(o) for o in hom.type_offsets),
-                 edge_rel=hom.edge_rel, edge_type_names=tuple(relation_names(hom.edge_types))).validate()
+                 edge_rel=hom.edge_rel, edge_type_names=tuple(relation_names(hom.edge_types)),
+                 node_type_features=tuple(graph.num_features(t) for t in hom.node_types)).validate()
 
 
 def relation_names(edge_types: list[EdgeType]) -> list[str]:

@@ -42,7 +42,7 @@ from samplers.config import hop_fanouts, resolve_fanouts
 if TYPE_CHECKING:
     from gnntrain.runtime.placement import Move
     from partition.report import PartitionReport
-    from partition.store import PartitionSet
+    from partition.training_set import TrainingSet
 
 
 class WorkerUserError(ValueError):
@@ -207,20 +207,20 @@ def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,
 
 
 def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
-               progress: bool) -> tuple[PartitionSet, PartitionReport]:
+               progress: bool) -> tuple[TrainingSet, PartitionReport]:
     """The run's partition set (built or reused) and its quality report: from the loaded
     graph, or for chunks by the Ray pipeline (on the running Ray) and from the written parts alone."""
-    from partition import build_partition_set, quality_report, set_report
+    from partition import build_training_set, quality_report, set_report
 
     assert data is not None
     if isinstance(data, ChunkedGraph):
         from partition.parallel import partition_chunks  # imports Ray: only where Ray runs
 
-        pset = partition_chunks(data, cfg.partition, progress=progress)
-        if pset.reused:
-            pset.check_files(verify=True)
-        return pset, set_report(pset)
-    pset = build_partition_set(data, cfg.partition)
+        chunked = partition_chunks(data, cfg.partition, progress=progress)
+        if chunked.reused:
+            chunked.check_files(verify=True)
+        return chunked, set_report(chunked)
+    pset = build_training_set(data, cfg.partition)
     if pset.reused:  # a set written by this call was checksummed as it was written
         pset.check_files(verify=True)
     return pset, quality_report(data, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts),

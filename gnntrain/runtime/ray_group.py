@@ -113,7 +113,7 @@ class WorkerActor:
 
     def __init__(self, cfg_raw: dict[str, Any], part_path: str, rank: int, world: int,
                  model: ModelSpec, task: Task) -> None:
-        from partition import open_partition_set
+        from partition import open_training_set
 
         torch.set_num_threads(1)
         self.cfg = RunConfig.model_validate(cfg_raw)
@@ -121,7 +121,7 @@ class WorkerActor:
         self.world = world
         self.model_spec = model
         self.task = task
-        pset = open_partition_set(part_path)
+        pset = open_training_set(part_path)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()
         self.node_types = pset.node_types()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gnntrain.config import SyntheticHeteroConfig
+from gnntrain.data.hetero import to_training_graph
 from gnntrain.data.hetero_synthetic import generate_hetero
 from partition.config import PartitionConfig
 from partition.errors import PartitionError, PartitionFormatError
@@ -22,7 +23,7 @@ from partition.hetero_store import (
     build_hetero_partition_set,
     open_hetero_partition_set,
 )
-from partition.methods import allowed_loads
+from partition.methods import allowed_loads, assign_parts, balanced_types
 from partition.store import open_partition_set
 
 
@@ -66,7 +67,12 @@ def test_metis_balances_every_type_and_the_training_nodes(mag_graph: HeteroGraph
     k = 4
     cfg = PartitionConfig(method="metis", parts=k, imbalance=1.05)
     parts = assign_hetero_parts(mag_graph, cfg)
+    counts = np.array([mag_graph.num_nodes[t] for t in mag_graph.node_types])
+    own = {mag_graph.node_types[i] for i in balanced_types(counts, cfg)}
+    assert own == {"paper", "author", "field_of_study"}  # 40 institutions: 10 a part, too few to balance alone
     for t, loads in _type_loads(mag_graph, parts, k).items():
+        if t not in own:
+            continue
         allowed = allowed_loads(np.ones((mag_graph.num_nodes[t], 1)), k, 1.05)[0]
         assert loads.max() <= allowed, f"type {t}: {loads.tolist()} over {allowed}"
     train = np.bincount(parts["paper"][mag_graph.train_idx], minlength=k)
@@ -88,9 +94,12 @@ def test_random_balances_each_type_and_training_to_one_node(mag_graph: HeteroGra
     assert all(np.array_equal(parts[t], again[t]) for t in parts)
 
 
-def test_streaming_methods_are_refused_for_typed_graphs(mag_graph: HeteroGraph) -> None:
-    with pytest.raises(PartitionError, match=r"method='ldg': typed graphs are partitioned with one of"):
-        assign_hetero_parts(mag_graph, PartitionConfig(method="ldg", parts=2))
+@pytest.mark.parametrize("method", ["metis", "ldg", "random"])
+def test_a_typed_graph_and_its_training_graph_get_the_same_parts(mag_graph: HeteroGraph, method: str) -> None:
+    cfg = PartitionConfig(method=method, parts=3)  # type: ignore[arg-type]
+    typed = assign_hetero_parts(mag_graph, cfg)
+    whole = assign_parts(to_training_graph(mag_graph), cfg)
+    np.testing.assert_array_equal(np.concatenate([typed[t] for t in mag_graph.node_types]), whole)
 
 
 # ---- the typed set -----------------------------------------------------------------------------
@@ -204,7 +213,9 @@ def test_cli_partitions_a_typed_config_and_reports_per_type(tmp_path: Path) -> N
     assert set(rep["types"]) == {"paper", "author", "institution", "field_of_study"}
     assert sum(rep["types"]["author"]["nodes"]) == 500
     assert "author___writes___paper" in rep["relations"]
-    assert main(["--config", str(path), "--root", str(tmp_path / "sets"), "--method", "ldg"]) == 2
+    ldg = tmp_path / "ldg"
+    assert main(["--config", str(path), "--root", str(tmp_path / "sets"), "--out", str(ldg), "--method", "ldg"]) == 0
+    assert json.loads((ldg / "partition.json").read_text())["method"] == "ldg"  # every method partitions a typed graph
 
 
 def _drawn_files() -> set[str]:

@@ -17,7 +17,7 @@ from gnntrain.embedding import EmbeddingShard, init_rows
 from gnntrain.predict import predict, read_predictions
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
-from partition import open_partition_set
+from partition import open_training_set
 from tests.conftest import make_graph
 from tests.runtime.helpers import (
     ONE_STEP,
@@ -119,7 +119,7 @@ def tables_by_orig_id(summary: dict[str, Any]) -> tuple[np.ndarray, list[dict[st
     report = run.path / "partition.json"
     if len(states) == 1 and not report.is_file():
         return states[0]["embedding"]["table"].numpy(), states
-    pset = open_partition_set(json.loads(report.read_text())["partition_path"])
+    pset = open_training_set(json.loads(report.read_text())["partition_path"])
     out = None
     for p, st in enumerate(states):
         table = st["embedding"]["table"].numpy()

@@ -101,6 +101,9 @@ def test_one_ray_worker_equals_single_process_on_a_typed_graph(ray_local: None, 
     dist = run_training(cfg, graph=GRAPH, progress=False)
     assert_same_state(final_state(dist), final_state(single), world=1)
     assert single["final"]["test_acc"] == dist["final"]["test_acc"]
+    report = json.loads((Path(dist["run_dir"]) / "partition.json").read_text())
+    meta = json.loads((Path(report["partition_path"]) / "meta.json").read_text())
+    assert meta["format_version"] == 2 and meta["kind"] == "typed"  # trained on the typed set
 
 
 @pytest.mark.parametrize("workers", [2])

@@ -104,14 +104,3 @@ class HeteroPartitionBook:
         own = b.owner(ids)
         i = self.node_types.index(node_type)
         return self.homogeneous_book.offsets[own] + self.starts[own, i] + ids - b.offsets[own]
-
-    def from_homogeneous(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(type index into node_types, new type-local id)`` of each homogeneous new id
-        (the inverse of :meth:`to_homogeneous`)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        hb = self.homogeneous_book
-        p = hb.owner(ids)
-        local = ids - hb.offsets[p]
-        ti = np.sum(local[:, None] >= self.starts[p, 1:-1], axis=1).astype(np.int64)
-        first = np.stack([self.type_books[t].offsets[:-1] for t in self.node_types], axis=1)
-        return ti, local - self.starts[p, ti] + first[p, ti]

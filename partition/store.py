@@ -31,7 +31,7 @@ from partition.format import (
 )
 from partition.graph import Graph, node_types_of
 
-__all__ = ["Part", "PartitionSet", "open_partition_set", "settings_of"]
+__all__ = ["Part", "PartitionSet", "check_ids", "open_partition_set", "settings_of"]
 
 
 def settings_of(cfg: PartitionConfig) -> dict[str, Any]:
@@ -143,11 +143,6 @@ class PartitionSet:
     def num_classes(self) -> int:
         return self.meta.num_classes
 
-    def _check_ids(self, name: str, ids: np.ndarray) -> None:
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
-            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
-            raise PartitionError(f"{name}: node id {bad} is outside [0, num_nodes={self.num_nodes})")
-
     def _set_array(self, name: str) -> np.ndarray:
         if name not in self._global:
             self._global[name] = read_npy(self.path, name, self.meta.files[name], mmap=True, verify=True)
@@ -170,13 +165,13 @@ class PartitionSet:
     def new_ids(self, orig_ids: np.ndarray) -> np.ndarray:
         """New ids of the given original ids."""
         ids = np.asarray(orig_ids, dtype=np.int64)
-        self._check_ids("orig_ids", ids)
+        check_ids("orig_ids", ids, self.num_nodes)
         return np.asarray(self.new_id_map()[ids])
 
     def orig_ids(self, new_ids: np.ndarray) -> np.ndarray:
         """Original ids of the given new ids (maps results back to the input graph)."""
         ids = np.asarray(new_ids, dtype=np.int64)
-        self._check_ids("new_ids", ids)
+        check_ids("new_ids", ids, self.num_nodes)
         return np.asarray(self._set_array("orig_ids.npy")[ids])
 
     def assignment(self) -> np.ndarray:
@@ -228,6 +223,13 @@ class PartitionSet:
             raise PartitionFormatError(
                 f"partition set {self.path} was built with settings {self.meta.settings}, "
                 f"not {settings_of(cfg)}; {how}")
+
+
+def check_ids(name: str, ids: np.ndarray, num_nodes: int) -> None:
+    """Raise :class:`PartitionError` naming ``name`` and the first id outside ``[0, num_nodes)``."""
+    if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
+        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+        raise PartitionError(f"{name}: node id {bad} is outside [0, num_nodes={num_nodes})")
 
 
 def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None) -> PartitionSet:

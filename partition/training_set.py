@@ -42,7 +42,7 @@ from partition.hetero_store import (
     build_hetero_partition_set,
     open_hetero_partition_set,
 )
-from partition.store import Part, PartitionSet, open_partition_set
+from partition.store import Part, PartitionSet, check_ids, open_partition_set
 
 __all__ = ["TrainingSet", "TypedTrainingSet", "build_training_set", "open_training_set", "trains_typed"]
 
@@ -66,6 +66,7 @@ class TypedTrainingSet:
         np.cumsum([t.num_nodes for t in self.meta.node_types], out=self.type_offsets[1:])
         self.edge_types = tuple(f"{r.src}:{r.rel}:{r.dst}" for r in self.meta.relations)
         self._new_of_orig: np.ndarray | None = None
+        self._orig_of_new: np.ndarray | None = None
         self._degrees: np.ndarray | None = None
 
     def __repr__(self) -> str:
@@ -91,9 +92,6 @@ class TypedTrainingSet:
     def num_features(self) -> int:
         """Width of the padded feature rows: the widest type's."""
         return max(t.num_features for t in self.meta.node_types)
-
-    def _type_index(self, name: str) -> int:
-        return self.type_names.index(name)
 
     def _homogeneous(self, node_type: str, new_local: np.ndarray) -> np.ndarray:
         return self.typed_book.to_homogeneous(node_type, new_local)
@@ -175,17 +173,20 @@ class TypedTrainingSet:
         return self._new_of_orig
 
     def new_ids(self, orig_ids: np.ndarray) -> np.ndarray:
-        return np.asarray(self.new_id_map()[np.asarray(orig_ids, dtype=np.int64)])
+        """Homogeneous new ids of original ids."""
+        ids = np.asarray(orig_ids, dtype=np.int64)
+        check_ids("orig_ids", ids, self.num_nodes)
+        return np.asarray(self.new_id_map()[ids])
 
     def orig_ids(self, new_ids: np.ndarray) -> np.ndarray:
         """Original ids of homogeneous new ids (maps results back to the training graph)."""
-        new = np.asarray(new_ids, dtype=np.int64)
-        ti, local = self.typed_book.from_homogeneous(new)
-        out = np.empty(new.shape[0], dtype=np.int64)
-        for i, t in enumerate(self.type_names):
-            sel = ti == i
-            out[sel] = self.typed.orig_ids(t, local[sel]) + self.type_offsets[i]
-        return out
+        ids = np.asarray(new_ids, dtype=np.int64)
+        check_ids("new_ids", ids, self.num_nodes)
+        if self._orig_of_new is None:
+            orig = np.empty(self.num_nodes, dtype=np.int64)
+            orig[self.new_id_map()] = np.arange(self.num_nodes, dtype=np.int64)
+            self._orig_of_new = orig
+        return self._orig_of_new[ids]
 
     def assignment(self) -> np.ndarray:
         """Part of every original id, int64 ``[N]``."""

@@ -12,7 +12,13 @@ import pytest
 from gnntrain.config import SyntheticHeteroConfig
 from gnntrain.data.hetero import to_training_graph
 from gnntrain.data.hetero_synthetic import generate_hetero
-from partition import PartitionConfig, PartitionSet, build_training_set, open_training_set
+from partition import (
+    PartitionConfig,
+    PartitionError,
+    PartitionSet,
+    build_training_set,
+    open_training_set,
+)
 from partition.graph import GraphError
 from partition.hetero_graph import from_training_graph
 from partition.hetero_store import build_hetero_partition_set
@@ -59,6 +65,8 @@ def test_typed_graph_trains_on_the_set_python_m_partition_writes(tmp_path: Path)
     same = build_hetero_partition_set(HG, pcfg(tmp_path, 3))  # what the partition CLI builds
     assert same.path == pset.path and same.reused
     assert isinstance(open_training_set(pset.path), TypedTrainingSet)
+    with pytest.raises(PartitionError, match="not a partition set"):
+        open_training_set(tmp_path)
     # any method writes the typed set; a per-node training weight and untyped graphs keep format 1
     assert isinstance(build_training_set(GRAPH, pcfg(tmp_path, 3, "ldg")), TypedTrainingSet)
     weighted = GRAPH.with_train_weight(GRAPH.train_weights())
@@ -87,6 +95,10 @@ def test_k_part_typed_set_holds_each_row_as_the_training_graph_does(tmp_path: Pa
     np.testing.assert_array_equal(pset.orig_ids(new), np.arange(GRAPH.num_nodes))
     np.testing.assert_array_equal(pset.global_degrees()[new], GRAPH.in_degrees())
     np.testing.assert_array_equal(pset.node_types()[new], GRAPH.node_types())  # type: ignore[index]
+    with pytest.raises(PartitionError, match=rf"new_ids: node id {GRAPH.num_nodes} is outside"):
+        pset.orig_ids(np.array([0, GRAPH.num_nodes]))
+    with pytest.raises(PartitionError, match=r"orig_ids: node id -1 is outside"):
+        pset.new_ids(np.array([-1]))
     typed_parts = pset.typed.assignment()
     np.testing.assert_array_equal(pset.assignment(), np.concatenate([typed_parts[t] for t in HG.node_types]))
     splits: dict[str, list[np.ndarray]] = {"train_idx": [], "val_idx": [], "test_idx": []}

@@ -5,6 +5,7 @@ against a full-batch PyG R-GCN.
     python -m bench.typed --smoke           # a small synthetic MAG-shaped graph, few epochs
     python -m bench.typed --no-reference    # skip the PyG reference (22 min on DBLP, 2 cores)
     python -m bench.typed --datasets acm --seeds 5   # the reference and the 1-process rows over 5 seeds
+    python -m bench.typed --datasets dblp --seeds 5 --no-reference --workers 2,4   # and the worker rows
 
 Per dataset, with its config's model size, epochs and split (HeCo's 20 labels per class):
 
@@ -23,10 +24,12 @@ each node type's imbalance; checked: every balanced type within ``partition.imba
 and the feature bytes the parts hold, padded as stored against per-type tables (checked:
 read back bit for bit).
 
-With ``--seeds N``, instead: the reference and the two one-process runs, each trained
-with seeds ``train.seed`` .. ``+N-1``; per run the mean and spread of the test accuracy,
-and each model's gap of the means to the reference with its standard error (one seed's
-difference is mostly the seed: 1 point is 6-10 test nodes here).
+With ``--seeds N``, instead: the reference and the two one-process runs (and, with
+``--workers``, each model on those Ray worker counts), each trained with seeds
+``train.seed`` .. ``+N-1``; per run the mean and spread of the test accuracy, each
+one-process model's gap of the means to the reference and each worker run's gap to its
+model's one-process run, with standard errors (one seed's difference is mostly the seed:
+1 point is 6-10 test nodes here).
 
 Test accuracy at the epoch with the best validation accuracy (evaluated every 5 epochs),
 with the published supervised HAN Micro-F1 beside it (ACM 85.11, DBLP 90.16; HeCo paper,
@@ -188,12 +191,15 @@ def arch_overrides(graph: Graph) -> dict[str, list[str]]:
                       f"{relation_dst(graph.node_type_names, graph.edge_type_names)}}}"]}
 
 
-def seeds_rows(name: str, smoke: bool, tag: str, seeds: int,
-               reference: bool = True) -> tuple[dict[str, Any], list[Check]]:
-    """The reference and our two models in one process, each trained with ``seeds`` seeds:
-    per-seed test accuracy at the best validation epoch, its mean and spread per run, and
-    each model's gap of the means to the reference with its standard error."""
+def seeds_rows(name: str, smoke: bool, tag: str, seeds: int, reference: bool = True,
+               workers: tuple[int, ...] = ()) -> tuple[dict[str, Any], list[Check]]:
+    """The reference and our two models in one process (and on each of ``workers`` Ray
+    worker counts), each trained with ``seeds`` seeds: per-seed test accuracy at the best
+    validation epoch, its mean and spread per run, each one-process model's gap of the
+    means to the reference and each worker run's gap to its model's one-process run, with
+    standard errors."""
     from gnntrain.data import load_dataset
+    from gnntrain.runtime.cluster import ray_session
 
     base = ["train.eval_every=5", "cluster.workers=1", "partition.parts=1", *(SMOKE if smoke else [])]
     cfg0 = bench_config(f"{name}.yaml", base, tag)
@@ -210,6 +216,16 @@ def seeds_rows(name: str, smoke: bool, tag: str, seeds: int,
         for label, r in got.items():
             runs.setdefault(label, []).append({"seed": sd, **r})
             checks.append(reported(name, f"seed {sd} {label}", r))
+    for k in workers:
+        with ray_session(cfg0.cluster, k):
+            for i in range(seeds):
+                sd = cfg0.train.seed + i
+                for arch, opts in arch_overrides(graph).items():
+                    label = f"ours, {arch}, {k} Ray workers"
+                    r = ours(bench_config(f"{name}.yaml", [*base, *opts, f"train.seed={sd}", f"cluster.workers={k}",
+                                                           f"partition.parts={k}"], tag), graph, k)
+                    runs.setdefault(label, []).append({"seed": sd, **r})
+                    checks.append(reported(name, f"seed {sd} {label}", r))
     acc = {label: spread([100 * r["test_at_best_val"] for r in rows]) for label, rows in runs.items()}
     summary: dict[str, Any] = {label: a.to_dict() for label, a in acc.items()}
     for label, a in acc.items():
@@ -217,7 +233,12 @@ def seeds_rows(name: str, smoke: bool, tag: str, seeds: int,
               f"min {a.min:.1f}, max {a.max:.1f})")
     ref = acc.get("pyg full-batch R-GCN")
     for label, a in acc.items():
-        if ref is not None and a is not ref:
+        if label.endswith("Ray workers"):
+            base_label = label.rsplit(",", 1)[0] + ", 1 process"
+            diff, se = gap(a, acc[base_label])
+            summary[label]["gap_to_one_process_points"], summary[label]["gap_standard_error_points"] = diff, se
+            print(f"{name:<18} {label:<28} mean gap to one process {diff:+.1f} points (standard error {se:.1f})")
+        elif ref is not None and a is not ref:
             diff, se = gap(a, ref)
             summary[label]["gap_to_reference_points"], summary[label]["gap_standard_error_points"] = diff, se
             print(f"{name:<18} {label:<28} mean gap to the reference {diff:+.1f} points (standard error {se:.1f})")
@@ -263,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="a small synthetic typed graph (seconds)")
     ap.add_argument("--datasets", default="acm,dblp", help="comma-separated typed configs")
     ap.add_argument("--no-reference", action="store_true", help="skip the PyG full-batch reference")
-    ap.add_argument("--workers", default="2,4", help="comma-separated Ray worker counts")
+    ap.add_argument("--workers", default=None,
+                    help="comma-separated Ray worker counts (default 2,4; with --seeds, none unless given)")
     ap.add_argument("--seeds", type=int, default=0, metavar="N",
-                    help="instead of the usual rows: the reference and the one-process runs over N seeds (>= 2)")
+                    help="instead of the usual rows: the reference and the one-process runs (and the "
+                         "--workers runs) over N seeds (>= 2)")
     args = ap.parse_args(argv)
     if args.seeds == 1 or args.seeds < 0:
         ap.error(f"--seeds={args.seeds}: give at least 2 (or leave it out)")
@@ -274,17 +297,19 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"machine": machine(), "argv": sys.argv[1:], "rows": [],
                            "published_han_micro_f1": PUBLISHED_HAN}
     checks: list[Check] = []
+    workers = tuple(int(k) for k in (args.workers or ("" if args.seeds else "2,4")).split(",") if k.strip())
     if args.seeds:
-        tag += f"-seeds{args.seeds}" + ("-ours" if args.no_reference else "")
+        tag += f"-seeds{args.seeds}" + ("-ours" if args.no_reference else "") + \
+            "".join(f"-w{k}" for k in workers)
         out["seeds"] = []
     for name in names:
         if args.seeds:
-            res, c = seeds_rows(name, args.smoke, tag, args.seeds, reference=not args.no_reference)
+            res, c = seeds_rows(name, args.smoke, tag, args.seeds, reference=not args.no_reference,
+                                workers=workers)
             out["seeds"].append(res)
             checks += c
             continue
-        rows, c = run_dataset(name, args.smoke, tag, reference=not args.no_reference,
-                              workers=tuple(int(k) for k in args.workers.split(",") if k.strip()))
+        rows, c = run_dataset(name, args.smoke, tag, reference=not args.no_reference, workers=workers)
         out["rows"] += rows
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]

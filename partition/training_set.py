@@ -35,6 +35,7 @@ from partition.config import PartitionConfig
 from partition.feature_rows import TypedRows, used_width
 from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
+from partition.hetero_methods import relation_key
 from partition.hetero_store import (
     TYPED_FORMAT_VERSION,
     HeteroPartitionMeta,
@@ -152,7 +153,7 @@ class TypedTrainingSet:
             for p in range(self.num_parts):
                 start = int(self.book.offsets[p])
                 for r in self.meta.relations:
-                    key = f"{r.src}___{r.rel}___{r.dst}"
+                    key = relation_key((r.src, r.rel, r.dst))
                     indptr = self.typed._array(f"part-{p}/rel/{key}/indptr.npy")
                     lo, hi = hb.part_type_range(p, r.dst)
                     deg[start + lo:start + hi] += np.diff(indptr)

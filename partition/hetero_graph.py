@@ -43,12 +43,18 @@ import numpy as np
 from partition.graph import Graph, GraphError, _check_dtype, csr_from_edges
 
 __all__ = ["EdgeType", "HeteroGraph", "Homogenised", "RelationCSR", "from_training_graph",
-           "relation_csr", "reverse_name"]
+           "relation_csr", "relation_name", "reverse_name"]
 
 EdgeType = tuple[str, str, str]
 """``(src_type, relation, dst_type)``, PyG's canonical edge type."""
 
 REVERSE_PREFIX = "rev_"
+
+
+def relation_name(et: EdgeType) -> str:
+    """The name a relation goes by in configs, reports and a training graph's
+    ``edge_type_names``: ``"src:relation:dst"``."""
+    return ":".join(et)
 
 
 def reverse_name(rel: str) -> str:
@@ -367,7 +373,8 @@ def _check_types(num_nodes: Mapping[str, int], edge_types: list[EdgeType], featu
 
 def from_training_graph(graph: Graph) -> HeteroGraph:
     """The typed graph a training graph (:func:`gnntrain.data.hetero.to_training_graph`)
-    was made from: each type's id range, each relation's edges (``edge_rel``) as its own
+    was made from: each type's id range, each relation (named by :func:`relation_name`)
+    with its edges (``edge_rel``) as its own
     CSR in stored order, each type's features cut to ``node_type_features`` (to the
     columns its rows use when the widths are not recorded), the target type's labels and
     splits. A graph from ``to_training_graph`` comes back with the same content hash.
@@ -411,4 +418,3 @@ def from_training_graph(graph: Graph) -> HeteroGraph:
                        train_idx=graph.train_idx - lo, val_idx=graph.val_idx - lo,
                        test_idx=graph.test_idx - lo, num_classes=graph.num_classes,
                        name=graph.name).validate()
-

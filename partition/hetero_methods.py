@@ -40,22 +40,27 @@ def relation_key(et: EdgeType) -> str:
     return "___".join(et)
 
 
-def assign_hetero_parts(graph: HeteroGraph, cfg: PartitionConfig, *,
-                        steps: StepRecorder | None = None) -> dict[str, np.ndarray]:
-    """Part of every node of every type (int64 ``[num_nodes[t]]``, original type-local ids)."""
+def assign_hetero_parts(graph: HeteroGraph, cfg: PartitionConfig, *, steps: StepRecorder | None = None,
+                        training: Graph | None = None) -> dict[str, np.ndarray]:
+    """Part of every node of every type (int64 ``[num_nodes[t]]``, original type-local ids).
+
+    ``training``: ``graph``'s training graph (:func:`gnntrain.data.hetero.to_training_graph`)
+    when the caller holds it; its CSR is the homogenised one, so it is partitioned as it
+    stands."""
     rec = steps if steps is not None else StepRecorder()
-    with rec("homogenise"):
-        hom = graph.homogenise()
-        n = hom.num_nodes
-        off = hom.type_offsets
-        base = int(off[hom.node_types.index(graph.target)])
-        shell = Graph(indptr=hom.indptr, indices=hom.indices, x=np.empty((n, 0), np.float32),
-                      y=np.zeros(n, np.int64), train_idx=graph.train_idx + base,
-                      val_idx=np.empty(0, np.int64), test_idx=np.empty(0, np.int64), num_classes=1,
-                      name=graph.name, node_type_names=tuple(hom.node_types),
-                      node_type_offsets=tuple(int(o) for o in off))
-    parts = assign_parts(shell, cfg, steps=rec)
-    return {t: parts[off[i]:off[i + 1]] for i, t in enumerate(hom.node_types)}
+    if training is None:
+        with rec("homogenise"):
+            hom = graph.homogenise()
+            n = hom.num_nodes
+            base = int(hom.type_offsets[hom.node_types.index(graph.target)])
+            training = Graph(indptr=hom.indptr, indices=hom.indices, x=np.empty((n, 0), np.float32),
+                             y=np.zeros(n, np.int64), train_idx=graph.train_idx + base,
+                             val_idx=np.empty(0, np.int64), test_idx=np.empty(0, np.int64), num_classes=1,
+                             name=graph.name, node_type_names=tuple(hom.node_types),
+                             node_type_offsets=tuple(int(o) for o in hom.type_offsets))
+    parts = assign_parts(training, cfg, steps=rec)
+    off = training.node_type_offsets
+    return {t: parts[off[i]:off[i + 1]] for i, t in enumerate(training.node_type_names)}
 
 
 class _Model(BaseModel):

@@ -62,6 +62,7 @@ from partition.build import Renumbering, cleaned_on_failure, make_tmp, move_into
 from partition.config import PartitionConfig
 from partition.errors import PartitionChecksumError, PartitionError, PartitionFormatError
 from partition.format import FileEntry, check_present, meta_digest, read_npy, write_npy
+from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
 from partition.hetero_graph import EdgeType, HeteroGraph, RelationCSR
 from partition.hetero_methods import assign_hetero_parts, relation_key
@@ -224,10 +225,11 @@ def _write_set(tmp: Path, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[
 
 
 def build_hetero_partition_set(graph: HeteroGraph, cfg: PartitionConfig, root: str | Path | None = None,
-                               *, force: bool = False) -> HeteroPartitionSet:
+                               *, force: bool = False, training: Graph | None = None) -> HeteroPartitionSet:
     """Partition ``graph`` (:func:`~partition.hetero_methods.assign_hetero_parts`) and write
     the typed set under ``root`` (default ``cfg.root``); an existing set with the same graph
-    hash and settings is reused unless ``force``."""
+    hash and settings is reused unless ``force``. ``training``: the graph's training graph
+    when the caller holds it, partitioned as it stands instead of homogenising again."""
     for t in graph.node_types:
         check_component(f"node type {t!r}", t)
     for et in graph.edge_types:
@@ -244,7 +246,7 @@ def build_hetero_partition_set(graph: HeteroGraph, cfg: PartitionConfig, root: s
         return pset
     tmp = make_tmp(root, name.rsplit("-", 1)[0])
     with cleaned_on_failure(tmp, root):
-        parts = assign_hetero_parts(graph, cfg, steps=rec)
+        parts = assign_hetero_parts(graph, cfg, steps=rec, training=training)
         _write_set(tmp, graph, cfg, parts, rec, name.rsplit("-", 1)[-1])
         move_into_place(tmp, path)
     return open_hetero_partition_set(path, expect_graph_hash=graph.content_hash())

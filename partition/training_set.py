@@ -35,6 +35,7 @@ from partition.config import PartitionConfig
 from partition.feature_rows import TypedRows, used_width
 from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
+from partition.hetero_graph import from_training_graph, relation_name
 from partition.hetero_methods import relation_key
 from partition.hetero_store import (
     TYPED_FORMAT_VERSION,
@@ -65,7 +66,7 @@ class TypedTrainingSet:
         self.type_names = tuple(typed.book.node_types)
         self.type_offsets = np.zeros(len(self.type_names) + 1, dtype=np.int64)
         np.cumsum([t.num_nodes for t in self.meta.node_types], out=self.type_offsets[1:])
-        self.edge_types = tuple(f"{r.src}:{r.rel}:{r.dst}" for r in self.meta.relations)
+        self.edge_types = tuple(relation_name((r.src, r.rel, r.dst)) for r in self.meta.relations)
         self._new_of_orig: np.ndarray | None = None
         self._orig_of_new: np.ndarray | None = None
         self._degrees: np.ndarray | None = None
@@ -214,9 +215,8 @@ def build_training_set(graph: Graph, cfg: PartitionConfig, root: str | Path | No
     """Build (or reuse) the set ``graph`` trains on: typed for a typed graph
     (:func:`trains_typed`), format 1 otherwise."""
     if trains_typed(graph):
-        from partition.hetero_graph import from_training_graph
-
-        return TypedTrainingSet(build_hetero_partition_set(from_training_graph(graph), cfg, root, force=force))
+        return TypedTrainingSet(build_hetero_partition_set(from_training_graph(graph), cfg, root, force=force,
+                                                           training=graph))
     from partition.build import build_partition_set
 
     return build_partition_set(graph, cfg, root, force=force)

@@ -29,7 +29,7 @@ from gnntrain.config import (
 from gnntrain.data.convert import _MASK_NAMES, _numpy
 from gnntrain.data.errors import DataError
 from partition.graph import Graph, GraphError
-from partition.hetero_graph import EdgeType, HeteroGraph
+from partition.hetero_graph import EdgeType, HeteroGraph, relation_name
 
 __all__ = ["from_dgl_hetero", "from_pyg_hetero", "load_hetero", "relation_names", "to_dgl_hetero",
            "to_pyg_hetero", "to_training_graph"]
@@ -69,7 +69,7 @@ def to_training_graph(graph: HeteroGraph) -> Graph:
 
 def relation_names(edge_types: list[EdgeType]) -> list[str]:
     """The names relations go by in configs and reports: ``"src:relation:dst"``."""
-    return [":".join(et) for et in edge_types]
+    return [relation_name(et) for et in edge_types]
 
 
 def load_hetero(cfg: DatasetConfig) -> HeteroGraph:

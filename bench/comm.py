@@ -4,6 +4,7 @@
     python -m bench.comm --smoke    # 5k nodes, tiny model (seconds)
     python -m bench.comm --only bytes
     python -m bench.comm --only sparse  # Cora, HeCo ACM and DBLP: dense vs CSR feature replies
+    python -m bench.comm --only typed   # HeCo ACM and DBLP: a dtype and a cache per node type
 
 Bytes (``datasets/synthetic-1m.yaml``: 1M nodes, 100 features, 10% training nodes;
 fanouts [15, 10, 5], batch 1024, k=4): ``gnntrain.simulate.simulate_k`` runs every
@@ -35,12 +36,21 @@ are mostly zeros; one simulated epoch each with every feature reply dense
 default. A graph whose data is absent is skipped, naming the path (without ``--smoke``, a
 run that finds none of them fails).
 
+Typed graphs (``typed``): HeCo ACM and DBLP (k=4, ``--smoke``: ACM only), where every node
+type travels at its own width: one simulated epoch each with every reply dense, with the
+default CSR replies, with a transfer dtype per node type (:data:`TYPED_DATASETS`: the
+dense-valued or normalised types at 2 bytes a value, bag-of-words counts kept exact), and
+with a presample cache of 20% of the remote rows on top; per row the feature bytes by node
+type, and the cache's bytes (every type at its width) next to what the same rows take
+zero-padded to the widest type (computed from the same cache's capacity).
+
 Byte ratios and the accuracy deltas are targets, reported. The exit status is 1 when a
 correctness check fails (``bench.verdict``): with the same partition, every cache policy
 ends with parameters identical to the no-cache run; a row that only adds a cache or a
 transfer dtype to another row sends the same sample bytes and no more feature bytes;
 CSR replies send no more feature bytes than dense ones, and the same sample bytes and
-feature messages; every accuracy run lowers its loss; and no worker dies. A worker death is never
+feature messages; on a typed graph a dtype per type or a cache sends no more feature bytes
+and the same sample bytes, and the per-type cache takes no more bytes than padded rows; every accuracy run lowers its loss; and no worker dies. A worker death is never
 recovered here (``train.max_failures=0``): it fails the benchmark.
 JSON goes to bench/out/comm.json (``comm-smoke.json``), written after each section; with
 ``--only`` the sections not run keep their figures from an earlier run.
@@ -54,7 +64,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +80,7 @@ from gnntrain.report import fmt_bytes
 from gnntrain.simulate import simulate_k
 from partition.graph import Graph
 
-SECTIONS = ("bytes", "sparse", "exact", "accuracy")
+SECTIONS = ("bytes", "sparse", "typed", "exact", "accuracy")
 K_BYTES = 4
 BASE = ["partition.method=random", "sampler.cache.policy=none", "sampler.cache.size=0.0",
         "sampler.seed_order=random", "train.feature_dtype=float32",
@@ -199,10 +209,10 @@ SPARSE_DATASETS = ("cora", "acm", "dblp")
 """Real graphs with bag-of-words features (``datasets/<name>.yaml``), k=4 each."""
 
 
-def sparse_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
-    """Feature bytes of one simulated epoch with every reply dense, then with mostly-zero
-    replies as CSR (``train.sparse_feature_transfer``), on each graph whose data is here."""
-    rows = []
+def real_graphs(names: tuple[str, ...], tag: str,
+                rows: list[dict[str, Any]]) -> Iterator[tuple[str, RunConfig, Graph]]:
+    """``(name, config, graph)`` for each of ``datasets/<name>.yaml`` whose data is here; an
+    absent one adds a row to ``rows`` saying it was skipped, naming the path."""
     for name in names:
         cfg = bench_config(f"{name}.yaml", [], tag)
         missing = missing_data(cfg.dataset)
@@ -210,7 +220,20 @@ def sparse_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
             rows.append({"dataset": name, "skipped": f"no data at {', '.join(missing)}"})
             print(f"  {name}: skipped, no data at {', '.join(missing)}")
             continue
-        graph = load_dataset(cfg.dataset)
+        yield name, cfg, load_dataset(cfg.dataset)
+
+
+def measured_any(section: str, rows: list[dict[str, Any]]) -> Check:
+    """A run that found none of its graphs fails."""
+    return check(f"{section}: at least one graph measured", any("skipped" not in r for r in rows),
+                 "; ".join(r.get("skipped", "") for r in rows))
+
+
+def sparse_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
+    """Feature bytes of one simulated epoch with every reply dense, then with mostly-zero
+    replies as CSR (``train.sparse_feature_transfer``), on each graph whose data is here."""
+    rows: list[dict[str, Any]] = []
+    for name, cfg, graph in real_graphs(names, tag, rows):
         nnz = int(np.count_nonzero(graph.x)) / max(1, graph.x.size)
         row: dict[str, Any] = {"dataset": name, "nodes": graph.num_nodes, "width": graph.num_features,
                                "set_share": nnz, "k": K_BYTES}
@@ -247,8 +270,81 @@ def sparse_checks(rows: list[dict[str, Any]], require_data: bool) -> list[Check]
                          and s["feature_messages"] == d["feature_messages"],
                          f"feature {s['feature_bytes']} vs {d['feature_bytes']}"))
     if require_data:
-        out.append(check("sparse: at least one graph measured", any("skipped" not in r for r in rows),
-                         "; ".join(r.get("skipped", "") for r in rows)))
+        out.append(measured_any("sparse", rows))
+    return out
+
+
+# -- typed graphs: a dtype and a cache per node type ------------------------------------
+TYPED_DATASETS: dict[str, dict[str, str]] = {
+    "acm": {"paper": "float16", "author": "float16"},  # normalised bag-of-words (1/n)
+    "dblp": {"term": "bfloat16"},  # 50 dense word-vector columns; authors and papers are counts
+}
+"""Typed graphs (``datasets/<name>.yaml``, k=4) and the transfer dtype per node type tried."""
+
+
+def _flow(mapping: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in mapping.items()) + "}"
+
+
+def typed_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
+    """One simulated epoch per row (dense, CSR, dtype per type, + presample cache) on each
+    typed graph whose data is here."""
+    rows: list[dict[str, Any]] = []
+    for name, cfg, graph in real_graphs(names, tag, rows):
+        dtypes = [f"train.feature_dtype={_flow(TYPED_DATASETS[name])}"]
+        plan = [("float32, dense", ["train.sparse_feature_transfer=false"]),
+                ("float32, CSR where it halves", []),
+                (f"dtype per type {_flow(TYPED_DATASETS[name])}", dtypes),
+                ("+ presample cache 20%", dtypes + PRESAMPLE)]
+        row: dict[str, Any] = {"dataset": name, "nodes": graph.num_nodes, "width": graph.num_features,
+                               "type_widths": dict(zip(graph.node_type_names, graph.node_type_features,
+                                                       strict=True)), "k": K_BYTES, "modes": []}
+        print(f"  {name}: {graph.num_nodes:,} nodes; widths per type {row['type_widths']} "
+              f"(padded: {graph.num_features})")
+        for label, extra in plan:
+            t0 = time.perf_counter()
+            sim = simulate_k(cfg.with_overrides(extra), graph, K_BYTES)
+            mode = {"name": label, "overrides": extra,
+                    "feature_bytes": sim["bytes_by_category"]["feature"],
+                    "sample_bytes": sim["bytes_by_category"]["sample"],
+                    "feature_by_type": sim["bytes_by_node_type"].get("feature", {}),
+                    "cache_hit_rate": sim["cache_hit_rate"], "cache_rows": sim["cache_capacity"],
+                    "cache_bytes": sim["cache_bytes"],
+                    "cache_bytes_padded": 4 * graph.num_features * sim["cache_capacity"],
+                    "seconds": time.perf_counter() - t0}
+            row["modes"].append(mode)
+            by_type = ", ".join(f"{t} {fmt_bytes(b)}" for t, b in mode["feature_by_type"].items())
+            cache = (f"; cache {mode['cache_rows']:,} rows in {fmt_bytes(mode['cache_bytes'])} "
+                     f"(padded: {fmt_bytes(mode['cache_bytes_padded'])}), hit "
+                     f"{100 * (mode['cache_hit_rate'] or 0):.1f}%" if mode["cache_rows"] else "")
+            print(f"    {label:<46} feature/epoch {fmt_bytes(mode['feature_bytes']):>10} ({by_type})"
+                  f"{cache}")
+        rows.append(row)
+        del graph
+    return rows
+
+
+def typed_checks(rows: list[dict[str, Any]], require_data: bool) -> list[Check]:
+    """Each row after the first two only adds a dtype or a cache: the same sample bytes, no
+    more feature bytes than the row before; CSR no more than dense; the cache per type no
+    larger than the same rows padded."""
+    out = []
+    for r in rows:
+        if "skipped" in r:
+            continue
+        m = r["modes"]
+        for a, b in zip(m, m[1:], strict=False):
+            out.append(check(f"typed: {r['dataset']} {b['name']!r} sends no more feature bytes "
+                             f"than {a['name']!r} and samples the same",
+                             b["feature_bytes"] <= a["feature_bytes"]
+                             and b["sample_bytes"] == a["sample_bytes"],
+                             f"feature {b['feature_bytes']} vs {a['feature_bytes']}"))
+        c = m[-1]
+        out.append(check(f"typed: {r['dataset']} cache per type within the padded rows' bytes",
+                         0 < c["cache_bytes"] <= c["cache_bytes_padded"],
+                         f"{c['cache_bytes']} vs {c['cache_bytes_padded']}"))
+    if require_data:
+        out.append(measured_any("typed", rows))
     return out
 
 
@@ -392,11 +488,17 @@ def main(argv: list[str] | None = None) -> int:
         save("bytes")
         del graph
     if "sparse" in only:
-        names = SPARSE_DATASETS[:1] if args.smoke else SPARSE_DATASETS
+        names: tuple[str, ...] = SPARSE_DATASETS[:1] if args.smoke else SPARSE_DATASETS
         print(f"\nmostly-zero feature rows as CSR, k={K_BYTES} (simulate_k, exact counts)")
         out["sparse"] = {"rows": sparse_section(names, tag)}
         checks += sparse_checks(out["sparse"]["rows"], require_data=not args.smoke)
         save("sparse")
+    if "typed" in only:
+        names = ("acm",) if args.smoke else tuple(TYPED_DATASETS)
+        print(f"\ntyped graphs: every node type at its own width, k={K_BYTES} (simulate_k, exact counts)")
+        out["typed"] = {"rows": typed_section(names, tag)}
+        checks += typed_checks(out["typed"]["rows"], require_data=not args.smoke)
+        save("typed")
     if "exact" in only or "accuracy" in only:
         from gnntrain.runtime.cluster import ray_session
 

@@ -485,6 +485,9 @@ class TaskConfig(_Frozen):
         return _check_import_path(v, BUILTIN_TASKS, "kind")
 
 
+FeatureDtype = Literal["float32", "float16", "bfloat16", "int8"]
+
+
 class TrainConfig(_Frozen):
     epochs: int = Field(10, ge=1)
     lr: float = Field(0.003, gt=0)
@@ -502,7 +505,11 @@ class TrainConfig(_Frozen):
     checkpoint_every: int = Field(0, ge=0, description="epochs between checkpoints; 0 = end only")
     keep_checkpoints: int = Field(2, ge=1)
     max_failures: int = Field(0, ge=0)
-    feature_dtype: Literal["float32", "float16", "bfloat16", "int8"] = "float32"
+    feature_dtype: FeatureDtype | dict[str, FeatureDtype] = Field(
+        "float32", description="dtype feature rows travel in between workers (float32 exact; "
+        "float16/bfloat16 2 bytes a value; int8 1 byte plus a float32 scale per row). On a typed "
+        "graph a mapping gives each node type its own ({paper: int8, author: float16}); types "
+        "it does not name travel float32 (gnntrain/runtime/codec.py)")
     sparse_feature_transfer: bool = Field(
         True, description="an owner sends a feature reply, and a layer-wise evaluation's "
         "hidden-row reply, as CSR (nonzero values at the reply's width, their columns and row "

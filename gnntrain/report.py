@@ -108,6 +108,10 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
                   + ", ".join(f"{c} {fmt_bytes(v)}" for c, v in be.items() if v))
     t.add_row("remote share of input rows", _pct(summary.get("remote_input_share")))
     t.add_row("cache hit rate (remote rows)", _pct(summary.get("cache_hit_rate")))
+    held = [c for c in summary.get("cache") or [] if c.get("capacity")]
+    if held:
+        t.add_row("cache rows / memory (all workers)",
+                  f"{sum(c['capacity'] for c in held):,} rows in {fmt_bytes(sum(c.get('bytes', 0) for c in held))}")
     t.add_row("feature bytes saved by cache / epoch", fmt_bytes(summary.get("feature_bytes_saved_by_cache_per_epoch")))
     if summary.get("edge_cut_fraction") is not None:
         t.add_row(f"partition ({summary['partition_method']}) edge cut", _pct(summary["edge_cut_fraction"]))

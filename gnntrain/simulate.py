@@ -84,7 +84,7 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
     t0 = time.perf_counter()
     pset = build_training_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
-    parts = [pset.load_part(p, per_type=False) for p in range(k)]
+    parts = [pset.load_part(p) for p in range(k)]  # typed rows per type, as workers hold them
     task = (task.placed(pset.new_id_map()) if task is not None
             else build_task(cfg_k.task.kind, dict(cfg_k.task.options)))
     group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
@@ -94,7 +94,7 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
             w.access.embedding.shard.dry = True
     try:
         t1 = time.perf_counter()
-        group.call("setup_cache", phase="cache setup")
+        caches = group.call("setup_cache", phase="cache setup")
         setup = group.call("comm_snapshot", phase="accounting")
         steps = steps_per_epoch(group.train_counts, cfg_k.sampler.batch_size)
         results = [dry_epoch(w, epoch, steps) for w in group.workers]
@@ -121,6 +121,9 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
         "remote_frontier_share": rec["remote_frontier_share"],
         "cache_hit_rate": rec["cache_hit_rate"],
         "cache_setup_bytes": int(sum(np.asarray(s["bytes"]).sum() for s in setup)),
+        "cache_capacity": int(sum(c["capacity"] for c in caches)),
+        "cache_bytes": int(sum(c.get("bytes", 0) for c in caches)),
+        "bytes_by_node_type": rec["comm"].get("by_node_type", {}),
         "imbalance_bytes": float(sent.max() / sent.mean()) if sent.mean() else 1.0,
         "imbalance_input_nodes": float(inputs.max() / inputs.mean()) if inputs.mean() else 1.0,
         "input_nodes": int(inputs.sum()),

@@ -19,7 +19,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TypedRows", "used_width"]
+__all__ = ["TypedRows", "type_groups", "used_width"]
+
+
+def type_groups(types: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(type, positions)`` for each type present in ``types`` (type order; positions
+    ascending): how rows of mixed types are split into per-type groups, the same way by
+    every reader (a feature reply's groups, a typed cache's lookups)."""
+    types = np.asarray(types, dtype=np.int64)
+    order = np.argsort(types, kind="stable")
+    cuts = np.flatnonzero(np.diff(types[order])) + 1
+    return [(int(types[g[0]]), g) for g in np.split(order, cuts) if g.size]
 
 
 def used_width(x: np.ndarray) -> int:
@@ -88,6 +98,13 @@ class TypedRows:
             if sel.size and table.shape[1]:
                 out[sel, :table.shape[1]] = table[pos[sel]]
         return out
+
+    def type_rows(self, t: int, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (all of type ``t``) at the type's own width (``tables[t]``'s)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size and np.any(self.row_type[rows] != t):
+            raise ValueError(f"TypedRows.type_rows: rows of other types asked for as type {t}")
+        return self.tables[t][self.row_in_type[rows]]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         x = self[np.arange(len(self))]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import ValidationError
@@ -66,6 +66,7 @@ class Part:
     edge_rel: np.ndarray | None = None  # relation id per stored edge (typed graphs only)
     edge_types: tuple[str, ...] = ()  # the relation names edge_rel indexes
     node_type_names: tuple[str, ...] = ()  # type names of a typed graph (index = type id)
+    node_type_features: tuple[int, ...] = ()  # each type's own feature width (typed sets)
 
     def __post_init__(self) -> None:
         self.book.part_range(self.part_id)  # raises for a part the book does not have
@@ -195,7 +196,8 @@ class PartitionSet:
         if row_types is not None and nt is not None and per_type:
             x = TypedRows.from_padded(stored, row_types, len(nt.names))
         return Part(part_id=p, book=self.book, edge_types=tuple(self.meta.edge_types or ()),
-                    node_type_names=tuple(nt.names) if nt is not None else (), x=x, **arrays)
+                    node_type_names=tuple(nt.names) if nt is not None else (), x=x,
+                    **cast(dict[str, Any], arrays))
 
     def _part_files(self) -> tuple[str, ...]:
         return PART_FILES + ((EDGE_REL_FILE,) if self.meta.edge_types is not None else ())

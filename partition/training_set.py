@@ -143,7 +143,8 @@ class TypedTrainingSet:
                     test_idx=self._homogeneous(tgt, np.asarray(hp.test_idx)),
                     orig_ids=np.concatenate(orig) if orig else np.empty(0, np.int64),
                     halo_ids=halo_ids, halo_offsets=self.book.split_sorted(halo_ids),
-                    edge_rel=edge_rel, edge_types=self.edge_types, node_type_names=self.type_names)
+                    edge_rel=edge_rel, edge_types=self.edge_types, node_type_names=self.type_names,
+                    node_type_features=tuple(t.num_features for t in self.meta.node_types))
 
     def global_degrees(self) -> np.ndarray:
         """In-degree (all relations) of every node in the homogeneous numbering, int64

@@ -14,6 +14,13 @@ hit rate of the best static cache for a measured epoch (filled with that epoch's
 accessed rows), the yardstick the benchmark compares policies with.
 Capacities are in rows; :func:`resolve_capacity` turns a config size (fraction of the
 remote rows, a row count, or bytes) into rows.
+
+On a typed graph :class:`TypedFeatureCache` holds one cache of the policy per node type,
+each at its type's own width (a 50-column term row takes 200 bytes, not the 4,231-column
+padded row's 16,924), and :func:`build_cache` gives every type the same share of its remote
+rows: a fraction caches that fraction of each type's, a row count or a byte budget
+(counted at the types' widths) is shared out in proportion to each type's remote rows.
+Static policies choose each type's rows among that type's.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from partition.feature_rows import type_groups
 from samplers import _cache_kernels as CK
 from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
@@ -210,6 +218,83 @@ class FIFOCache(_SlotCache):
         self._store(ids, rows)
 
 
+class TypedFeatureCache(FeatureCache):
+    """One cache per node type, each holding its type's rows at the type's own width.
+
+    ``node_types[id]`` is a node's type; ``caches[t]`` caches type ``t`` (``None``: type
+    ``t`` is not cached, every lookup misses). Lookups return padded rows ``[n, dim]``
+    (zeros beyond a type's width), so readers see the rows a padded cache would give;
+    inserted rows are cut to each type's width (the columns beyond it hold zeros)."""
+
+    def __init__(self, caches: list[_SlotCache | None], node_types: np.ndarray, dim: int) -> None:
+        if any(c is not None and c.dim > dim for c in caches):
+            raise SamplerError(f"TypedFeatureCache: a type's width {[c.dim for c in caches if c]} "
+                               f"exceeds the row width {dim}")
+        self.caches = caches
+        self.node_types = node_types
+        self.dim = int(dim)
+        self.capacity = sum(c.capacity for c in caches if c is not None)
+        self.stats = CacheStats()
+        self._misses_uncached = 0  # lookups of types without a cache
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the cached-row tables (every type at its width)."""
+        return sum(int(c._rows.nbytes) for c in self.caches if c is not None)
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.caches if c is not None)
+
+    def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ids = check_ids(ids, 0, int(self.node_types.shape[0]), "ids")
+        hit = np.zeros(ids.size, dtype=bool)
+        rows = np.zeros((ids.size, self.dim), dtype=np.float32)
+        for t, pos in type_groups(self.node_types[ids]):
+            c = self.caches[t]
+            if c is None:
+                self._misses_uncached += int(pos.size)
+                continue
+            h, r = c.lookup(ids[pos])
+            hit[pos[h]] = True
+            rows[pos[h], :c.dim] = r
+        self._sum_stats()
+        return hit, rows[hit]
+
+    def insert(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        ids = check_ids(ids, 0, int(self.node_types.shape[0]), "ids")
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or rows.shape != (ids.size, self.dim):
+            raise SamplerError(f"rows: expected shape ({ids.size}, {self.dim}), got {rows.shape}")
+        for t, pos in type_groups(self.node_types[ids]):
+            c = self.caches[t]
+            if c is not None:
+                c.insert(ids[pos], rows[pos, :c.dim])
+
+    def _sum_stats(self) -> None:
+        parts = [c.stats for c in self.caches if c is not None]
+        self.stats = CacheStats(hits=sum(p.hits for p in parts),
+                                misses=sum(p.misses for p in parts) + self._misses_uncached,
+                                bytes_served=sum(p.bytes_served for p in parts),
+                                bytes_missed=sum(p.bytes_missed for p in parts))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"policy": "typed", "dim": self.dim, "misses_uncached": self._misses_uncached,
+                "types": [c.state_dict() if c is not None else None for c in self.caches]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        types = state.get("types")
+        if state.get("policy") != "typed" or not isinstance(types, list) or len(types) != len(self.caches) \
+                or any((c is None) != (st is None) for c, st in zip(self.caches, types, strict=True)):
+            raise SamplerError(f"state_dict: policy={state.get('policy')!r} with "
+                               f"{len(types) if isinstance(types, list) else None} types does not match "
+                               f"this typed cache ({len(self.caches)} types)")
+        for c, st in zip(self.caches, types, strict=True):
+            if c is not None:
+                c.load_state_dict(st)
+        self._misses_uncached = int(state.get("misses_uncached", 0))
+        self._sum_stats()
+
+
 # --------------------------------------------------------------------------- choosing rows
 
 def _top(ids: np.ndarray, score: np.ndarray, capacity: int) -> np.ndarray:
@@ -303,7 +388,7 @@ def oracle_hit_rate(accesses: np.ndarray | tuple[np.ndarray, np.ndarray], capaci
     return float(top.sum()) / total
 
 
-def resolve_capacity(size: float, num_remote_rows: int, row_bytes: int, *,
+def resolve_capacity(size: float, num_remote_rows: int, row_bytes: float, *,
                      unit: Literal["auto", "rows", "bytes"] = "auto") -> int:
     """Rows a cache may hold. ``unit='auto'``: ``size <= 1`` is a fraction of the remote
     rows, ``> 1`` a row count; ``'rows'`` / ``'bytes'`` force the reading. A capacity above
@@ -313,7 +398,7 @@ def resolve_capacity(size: float, num_remote_rows: int, row_bytes: int, *,
     if num_remote_rows < 0:
         raise SamplerError(f"num_remote_rows={num_remote_rows}: must be >= 0")
     if row_bytes <= 0:
-        raise SamplerError(f"row_bytes={row_bytes}: must be >= 1")
+        raise SamplerError(f"row_bytes={row_bytes}: must be > 0")
     if unit == "bytes":
         rows = int(size // row_bytes)
     elif unit == "rows" or (unit == "auto" and size > 1):
@@ -334,31 +419,88 @@ def resolve_capacity(size: float, num_remote_rows: int, row_bytes: int, *,
 def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
                 read_rows: Callable[[np.ndarray], np.ndarray] | None = None,
                 candidates: np.ndarray | None = None, degrees: np.ndarray | None = None,
-                access_counts: AccessCounts | None = None) -> FeatureCache | None:
+                access_counts: AccessCounts | None = None, node_types: np.ndarray | None = None,
+                type_widths: tuple[int, ...] = ()) -> FeatureCache | None:
     """The cache a ``sampler.cache`` config section describes (``None`` for policy 'none').
 
     ``degree`` needs ``candidates`` (the remote ids) with their ``degrees``; ``presample``
     needs ``access_counts`` from :func:`count_accesses`; both static policies need
     ``read_rows(ids) -> float32 [len(ids), dim]`` to fill the cache once.
+
+    On a typed graph pass ``node_types`` (every node's type), ``type_widths`` (each type's
+    own width) and ``candidates`` (the remote ids, to count each type's remote rows): the
+    result is a :class:`TypedFeatureCache` (see the module docstring for the capacities).
     """
     if cfg.policy == "none":
         return None
-    cap = resolve_capacity(cfg.size, num_remote_rows, 4 * dim, unit=cfg.unit)
-    if cfg.policy == "lru":
-        return LRUCache(cap, dim)
-    if cfg.policy == "fifo":
-        return FIFOCache(cap, dim)
-    if read_rows is None:
+    if cfg.policy in ("degree", "presample") and read_rows is None:
         raise SamplerError(f"cache.policy={cfg.policy!r} fills the cache up front: pass read_rows=")
+    if node_types is None:
+        cap = resolve_capacity(cfg.size, num_remote_rows, 4 * dim, unit=cfg.unit)
+        ids = _static_ids(cfg, cap, candidates, degrees, access_counts)
+        if ids is None:
+            return _dynamic_cache(cfg, cap, dim)
+        assert read_rows is not None
+        return StaticCache(ids, read_rows(ids))
+    if candidates is None:
+        raise SamplerError("a typed cache needs candidates= (the remote ids) to count each type's rows")
+    cand_types = np.asarray(node_types[candidates], dtype=np.int64)
+    remote = np.bincount(cand_types, minlength=len(type_widths))
+    if remote.shape[0] != len(type_widths):
+        raise SamplerError(f"type_widths={list(type_widths)}: expected one width per node type "
+                           f"({remote.shape[0]})")
+    widths = np.asarray(type_widths, dtype=np.int64)
+    total_rows, total_bytes = int(remote.sum()), int((4 * widths * remote).sum())
+    rows_all = resolve_capacity(cfg.size, total_rows, max(total_bytes, 1) / max(total_rows, 1),
+                                unit=cfg.unit) if total_rows else 0
+    caps = [int(rows_all * int(n) // total_rows) if total_rows else 0 for n in remote]
+    chosen: list[np.ndarray | None] = []
+    for t, cap in enumerate(caps):
+        sel = cand_types == t
+        counts = None
+        if access_counts is not None:
+            keep = np.asarray(node_types[access_counts.ids], dtype=np.int64) == t
+            counts = AccessCounts(access_counts.ids[keep], access_counts.counts[keep])
+        chosen.append(_static_ids(cfg, cap, candidates[sel],
+                                  None if degrees is None else np.asarray(degrees)[sel], counts))
+    static = [ids for ids in chosen if ids is not None]
+    rows = None
+    if static:
+        assert read_rows is not None
+        all_ids = np.concatenate(static)
+        rows = read_rows(all_ids)  # one fetch for every type's rows
+        starts = np.cumsum([0] + [ids.size for ids in static])
+    caches: list[_SlotCache | None] = []
+    k = 0
+    for t, (cap, ids) in enumerate(zip(caps, chosen, strict=True)):
+        w = int(widths[t])
+        if w == 0 or cap == 0:
+            caches.append(None)
+        elif ids is None:
+            caches.append(_dynamic_cache(cfg, cap, w))
+        else:
+            assert rows is not None
+            caches.append(StaticCache(ids, rows[starts[k]:starts[k + 1], :w]) if ids.size else None)
+        k += ids is not None
+    return TypedFeatureCache(caches, node_types, dim)
+
+
+def _static_ids(cfg: CacheConfig, cap: int, candidates: np.ndarray | None,
+                degrees: np.ndarray | None, access_counts: AccessCounts | None) -> np.ndarray | None:
+    """The rows a static policy caches (``None`` for a dynamic policy)."""
     if cfg.policy == "degree":
         if candidates is None or degrees is None:
             raise SamplerError("cache.policy='degree' needs candidates= (remote ids) and degrees=")
-        ids = degree_cache_ids(candidates, degrees, cap)
-    else:
+        return degree_cache_ids(candidates, degrees, cap)
+    if cfg.policy == "presample":
         if access_counts is None:
             raise SamplerError("cache.policy='presample' needs access_counts= from count_accesses")
-        ids = presample_ids(access_counts, cap)
-    return StaticCache(ids, read_rows(ids))
+        return presample_ids(access_counts, cap)
+    return None
+
+
+def _dynamic_cache(cfg: CacheConfig, cap: int, dim: int) -> _SlotCache:
+    return LRUCache(cap, dim) if cfg.policy == "lru" else FIFOCache(cap, dim)
 
 
 class CachedSource(GraphSource):

@@ -11,14 +11,26 @@ and ``int32`` row offsets -- whenever that takes at most half the dense bytes. T
 made per reply from the rows' own zeros and decodes to exactly the rows the dense form
 gives (a value is "zero" by its bit pattern, so ``-0.0`` is kept and sent).
 ``train.sparse_feature_transfer: false`` keeps every reply dense.
+
+On a typed graph each node type travels at its own width and dtype: an owner groups a
+request's ids by node type (:func:`partition.feature_rows.type_groups`: type order,
+request order within a type),
+encodes each group's rows cut to the type's columns at the type's dtype
+(:func:`type_dtypes` reads ``train.feature_dtype``: one dtype, or a mapping from node type
+to dtype, float32 for the types it does not name) and replies with one :class:`Encoded`
+per group; the requester groups the same ids the same way and decodes each group into
+its rows (zeros beyond the type's width, as in the padded matrix).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from partition.feature_rows import type_groups
 
 _VALUE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 DTYPES = tuple(_VALUE_BYTES)
@@ -46,9 +58,36 @@ class Encoded:
                    if a is not None)
 
 
+TypedReply = tuple[Encoded, ...]
+"""A typed graph's feature reply: one :class:`Encoded` per node type the request holds,
+in :func:`~partition.feature_rows.type_groups` order."""
+
+
 def _check(dtype: str) -> None:
     if dtype not in _VALUE_BYTES:
         raise ValueError(f"train.feature_dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
+
+
+def type_dtypes(spec: str | Mapping[str, str], type_names: Sequence[str]) -> tuple[str, ...]:
+    """One transfer dtype per node type from ``train.feature_dtype``: a dtype applies to
+    every type; a mapping names types (``{"paper": "int8", "author": "float16"}``) and the
+    types it leaves out travel float32. An untyped graph gets one dtype. A name that is not
+    a node type, a mapping on an untyped graph or an unknown dtype raises ``ValueError``
+    naming the field, the value and what is allowed."""
+    if isinstance(spec, str):
+        _check(spec)
+        return (spec,) * max(len(type_names), 1)
+    if not type_names:
+        raise ValueError(f"train.feature_dtype={dict(spec)}: a dtype per node type needs a typed "
+                         f"graph; this graph is untyped, give one of {', '.join(DTYPES)}")
+    unknown = sorted(set(spec) - set(type_names))
+    if unknown:
+        raise ValueError(f"train.feature_dtype: {unknown} are not node types of this graph; "
+                         f"node types: {list(type_names)}")
+    for name, dtype in spec.items():
+        if dtype not in _VALUE_BYTES:
+            raise ValueError(f"train.feature_dtype.{name}={dtype!r}: expected one of {', '.join(DTYPES)}")
+    return tuple(spec.get(t, "float32") for t in type_names)
 
 
 def _narrow(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -118,3 +157,25 @@ def decode(enc: Encoded, dtype: str) -> np.ndarray:
     if enc.scale is not None:
         return enc.data.astype(np.float32) * enc.scale[:, None]
     return _widen(enc.data, dtype)
+
+
+def decode_typed(reply: TypedReply, types: np.ndarray, dtypes: Sequence[str], width: int) -> np.ndarray:
+    """The float32 ``[len(types), width]`` rows of a typed reply to ids of node ``types``
+    (zeros beyond each type's columns)."""
+    groups = type_groups(types)
+    if len(groups) != len(reply):
+        raise ValueError(f"typed feature reply: {len(reply)} groups for ids of {len(groups)} node types")
+    out = np.zeros((np.asarray(types).shape[0], width), dtype=np.float32)
+    for (t, pos), enc in zip(groups, reply, strict=True):
+        rows = decode(enc, dtypes[t])
+        out[pos, :rows.shape[1]] = rows
+    return out
+
+
+def type_payload(reply: TypedReply, types: np.ndarray, num_types: int) -> np.ndarray:
+    """Bytes of each node type's arrays in a typed reply (``[num_types]``): how the
+    reply's counted bytes are split by type."""
+    out = np.zeros(num_types, dtype=np.int64)
+    for (t, _), enc in zip(type_groups(types), reply, strict=True):
+        out[t] = enc.nbytes
+    return out

@@ -29,8 +29,9 @@ formula (gloo does not expose its wire bytes) and the report labels them so.
 On a typed graph the ``sample`` and ``feature`` bytes are also broken down by node type
 (``by_node_type``): each message's counted bytes are split over the node types of the ids
 it carries (the frontier nodes asked about, the rows asked for; a reply goes with its
-request's ids), in proportion to their number, rounded so that the parts add up to the
-message exactly. Per category, the types' bytes therefore sum to the category's bytes.
+request's ids), in proportion to their number -- a feature reply, whose types travel at
+their own widths and dtypes, in proportion to each type's encoded bytes instead --
+rounded so that the parts add up to the message exactly. Per category, the types' bytes therefore sum to the category's bytes.
 """
 
 from __future__ import annotations
@@ -91,26 +92,30 @@ class CommCounter:
         self.type_bytes = np.zeros((len(TYPED_CATEGORIES), len(self.type_names)), dtype=np.int64)
 
     def add(self, category: str, dst: int, nbytes: int, messages: int = 1,
-            ids: np.ndarray | None = None) -> None:
+            ids: np.ndarray | None = None, type_weights: np.ndarray | None = None) -> None:
         """Count ``nbytes`` sent to ``dst``; ``ids`` (the node ids the message is about)
-        splits them by node type on a typed graph (see the module docstring)."""
+        splits them by node type on a typed graph (see the module docstring), in proportion
+        to ``type_weights`` (one per type) where given and not all zero."""
         c = CATEGORIES.index(category)
-        split = self._split(nbytes, ids) if category in TYPED_CATEGORIES else None
+        split = self._split(nbytes, ids, type_weights) if category in TYPED_CATEGORIES else None
         with self._lock:
             self.bytes[c, dst] += nbytes
             self.messages[c, dst] += messages
             if split is not None:
                 self.type_bytes[TYPED_CATEGORIES.index(category)] += split
 
-    def _split(self, nbytes: int, ids: np.ndarray | None) -> np.ndarray | None:
-        """``nbytes`` over the node types of ``ids`` in proportion to their count, by largest
-        remainder (the parts sum to ``nbytes`` exactly)."""
+    def _split(self, nbytes: int, ids: np.ndarray | None,
+               weights: np.ndarray | None = None) -> np.ndarray | None:
+        """``nbytes`` over the node types of ``ids`` in proportion to their count (or to
+        ``weights``), by largest remainder (the parts sum to ``nbytes`` exactly)."""
         if self.node_types is None or not self.type_names:
             return None
         k = len(self.type_names)
         if ids is None or np.asarray(ids).size == 0:
             raise ValueError("a typed graph's sample/feature message must name the ids it carries")
         count = np.bincount(np.asarray(self.node_types[np.asarray(ids)], dtype=np.int64), minlength=k)
+        if weights is not None and np.asarray(weights).sum() > 0:
+            count = np.asarray(weights, dtype=np.int64)
         exact = nbytes * count / count.sum()
         part = np.floor(exact).astype(np.int64)
         rest = int(nbytes - part.sum())

@@ -32,6 +32,7 @@ from gnntrain.data.load import resolve_path
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
+from gnntrain.runtime.codec import type_dtypes
 from gnntrain.runtime.driver import FitResult, fit, restore
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
@@ -80,6 +81,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     if graph is not None:  # a chunked graph is untyped
         check_typed(probe, graph)
         resolve_fanouts(cfg.sampler.fanouts, graph.edge_type_names)  # names checked before work
+    type_dtypes(cfg.train.feature_dtype, graph.node_type_names if graph is not None else ())
     layerwise_eval = has_layerwise(probe) and cfg.train.eval == "full"
     task.check_setup(probe, layerwise_eval=layerwise_eval)
     if not layerwise_eval:

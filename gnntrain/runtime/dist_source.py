@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnntrain.runtime.codec import Encoded, decode
+from gnntrain.runtime.codec import Encoded, TypedReply, decode, decode_typed
 from gnntrain.runtime.comm import CommCounter, wire_bytes
 from partition import PartitionBook
 from partition.feature_rows import TypedRows
@@ -32,7 +32,8 @@ class Peers(ABC):
                key: int) -> dict[int, Neighbors]: ...
 
     @abstractmethod
-    def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]: ...
+    def features(self, requests: dict[int, np.ndarray],
+                 dtype: str | tuple[str, ...]) -> dict[int, Encoded | TypedReply]: ...
 
     @abstractmethod
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, Encoded]: ...
@@ -134,18 +135,24 @@ class FeatureStats:
     remote: int = 0
     cache_hits: int = 0
     cached: int = 0  # remote rows looked up in a cache (0 when there is none)
+    featureless: int = 0  # remote rows of a type without features: zeros, never fetched
     fetched: int = 0
     bytes_fetched: int = 0
     bytes_saved: int = 0
 
 
 class DistFeatureReader:
-    """Owned rows from the local table, remote rows from the cache, the rest fetched."""
+    """Owned rows from the local table, remote rows from the cache, the rest fetched.
+
+    ``dtype`` is the transfer dtype, or on a typed graph one per node type
+    (:func:`gnntrain.runtime.codec.type_dtypes`); a typed owner replies with one group per
+    node type, each at its type's width and dtype. ``type_widths`` (each node type's own
+    width) marks the featureless types: their remote rows are zeros, read without asking."""
 
     def __init__(self, x_local: np.ndarray | TypedRows, start: int, book: PartitionBook, rank: int,
                  peers: Peers, comm: CommCounter, degrees: np.ndarray, *,
-                 cache: FeatureCache | None = None, dtype: str = "float32",
-                 node_types: np.ndarray | None = None) -> None:
+                 cache: FeatureCache | None = None, dtype: str | tuple[str, ...] = "float32",
+                 node_types: np.ndarray | None = None, type_widths: tuple[int, ...] = ()) -> None:
         self.x_local = x_local
         self.start = start
         self.book = book
@@ -154,6 +161,9 @@ class DistFeatureReader:
         self.comm = comm
         self.deg = degrees
         self.types = node_types
+        self._num_types = int(node_types.max()) + 1 if node_types is not None and node_types.size else 0
+        widths = np.asarray(type_widths, dtype=np.int64)
+        self._featureless = widths == 0 if node_types is not None and (widths == 0).any() else None
         self.cache = cache
         self.dtype = dtype
         self.stats = FeatureStats()
@@ -178,6 +188,12 @@ class DistFeatureReader:
         self.stats.rows += int(ids.size)
         self.stats.owned += int(local_pos.size)
         self.stats.remote += int(remote_pos.size)
+        if self._featureless is not None and remote_pos.size:
+            assert self.types is not None
+            none = self._featureless[self.types[ids[remote_pos]]]
+            out[remote_pos[none]] = 0.0
+            remote_pos = remote_pos[~none]
+            self.stats.featureless += int(none.sum())
         if remote_pos.size == 0:
             return out
         missing = remote_pos
@@ -207,7 +223,7 @@ class DistFeatureReader:
         replies = self.peers.features(requests, self.dtype)
         for o, p in groups.items():
             enc = replies[o]
-            rows = decode(enc, self.dtype)
+            rows = self._decode(enc, ids[positions[p]])
             out[positions[p]] = rows
             self.stats.fetched += int(p.size)
             reply_bytes = wire_bytes(enc)  # as the owner counted it
@@ -216,3 +232,13 @@ class DistFeatureReader:
                 self._row_wire_bytes = reply_bytes / p.size
             if insert and self.cache is not None:
                 self.cache.insert(ids[positions[p]], rows)
+
+    def _decode(self, reply: Encoded | TypedReply, ids: np.ndarray) -> np.ndarray:
+        if isinstance(reply, Encoded):
+            if not isinstance(self.dtype, str):
+                raise ValueError("an untyped feature reply to a request with a dtype per node type")
+            return decode(reply, self.dtype)
+        if self.types is None:
+            raise ValueError("a typed feature reply on a reader without node types")
+        dtypes = (self.dtype,) * self._num_types if isinstance(self.dtype, str) else self.dtype
+        return decode_typed(reply, self.types[ids], dtypes, int(self.x_local.shape[1]))

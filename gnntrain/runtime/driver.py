@@ -127,7 +127,7 @@ def epoch_record(epoch: int, results: list[dict[str, Any]], world: int, wall_s: 
         return int(sum(e.get(key, 0) for e in extra))
 
     remote_frontier, local_frontier = tot("sample_remote_frontier"), tot("sample_local_frontier")
-    remote_rows, hits = tot("feat_remote"), tot("feat_cache_hits")
+    remote_rows, hits, looked_up = tot("feat_remote"), tot("feat_cache_hits"), tot("feat_cached")
     rec: dict[str, Any] = {
         "epoch": epoch,
         "steps": stats[0]["steps"],
@@ -142,7 +142,8 @@ def epoch_record(epoch: int, results: list[dict[str, Any]], world: int, wall_s: 
         "sampled_edges": sum(s["sampled_edges"] for s in stats),
         "remote_frontier_share": remote_frontier / max(1, remote_frontier + local_frontier),
         "remote_input_share": remote_rows / max(1, tot("feat_rows")),
-        "cache_hit_rate": hits / remote_rows if remote_rows and tot("feat_cached") else None,
+        # of the remote rows looked up (a featureless type's rows are never looked up)
+        "cache_hit_rate": hits / looked_up if looked_up else None,
         "feature_bytes_saved_by_cache": tot("feat_bytes_saved"),
         "comm": comm,
     }

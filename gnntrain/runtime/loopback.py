@@ -18,7 +18,7 @@ import torch
 
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
-from gnntrain.runtime.codec import Encoded
+from gnntrain.runtime.codec import Encoded, TypedReply
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.group import Watch, WorkerGroup
 from gnntrain.runtime.worker import Worker
@@ -42,7 +42,8 @@ class LoopbackPeers(Peers):
             out[o] = Neighbors(*self.workers[o].serve("sample", ids, fanout, replace, key, self.rank))
         return out
 
-    def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
+    def features(self, requests: dict[int, np.ndarray],
+                 dtype: str | tuple[str, ...]) -> dict[int, Encoded | TypedReply]:
         return {o: self.workers[o].serve("features", ids, dtype, self.rank) for o, ids in requests.items()}
 
     def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, Encoded]:

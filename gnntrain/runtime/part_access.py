@@ -20,11 +20,13 @@ from gnntrain.config import RunConfig
 from gnntrain.embedding import EmbeddingShard
 from gnntrain.engine import BatchPipeline, EpochStats, mix_seed
 from gnntrain.models import BlockNeeds
+from gnntrain.runtime.codec import type_dtypes
 from gnntrain.runtime.comm import CommCounter
 from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource, Peers
 from gnntrain.tasks import SeedBatch, Task
 from samplers import CSRSource, NeighborSampler, build_cache, count_accesses
+from samplers.cache import TypedFeatureCache
 from samplers.config import resolve_fanouts
 
 if TYPE_CHECKING:
@@ -66,9 +68,11 @@ class PartAccess:
                                num_nodes=self.num_nodes, edge_rel=part.edge_rel,
                                num_relations=len(part.edge_types))
         self.source = DistGraphSource(self.local, self.book, rank, peers, self.comm, part.x)
+        dtypes = type_dtypes(cfg.train.feature_dtype, part.node_type_names)
         self.reader = DistFeatureReader(part.x, self.start, self.book, rank, peers,
-                                        self.comm, degrees, dtype=cfg.train.feature_dtype,
-                                        node_types=node_types)
+                                        self.comm, degrees,
+                                        dtype=dtypes if part.node_type_names else dtypes[0],
+                                        node_types=node_types, type_widths=part.node_type_features)
         sc = cfg.sampler
         self.sampler = NeighborSampler(self.source, resolve_fanouts(sc.fanouts, part.edge_types),
                                        replace=sc.replace,
@@ -102,12 +106,23 @@ class PartAccess:
                 self.sampler, task.eval_seeds(self.part, "train"), self.cfg.sampler.batch_size,
                 cc.presample_epochs, mix_seed(self.cfg.train.seed, "presample", self.rank),
                 only=lambda v: ~self.owned(v))
-        cache = build_cache(cc, dim=int(self.part.x.shape[1]), num_remote_rows=remote_rows,
+        dim = int(self.part.x.shape[1])
+        names = self.part.node_type_names
+        typed = self.node_types is not None and bool(names)
+        cache = build_cache(cc, dim=dim, num_remote_rows=remote_rows,
                             read_rows=lambda ids: self.reader.fetch(ids), candidates=remote,
-                            degrees=self.degrees[remote], access_counts=counts)
+                            degrees=self.degrees[remote], access_counts=counts,
+                            node_types=self.node_types if typed else None,
+                            type_widths=(self.part.node_type_features or (dim,) * len(names)) if typed else ())
         self.reader.cache = cache
-        self.cache_info = {"policy": cc.policy, "capacity": int(cache.capacity) if cache else 0,
-                           "remote_rows": int(remote_rows), "setup_s": time.perf_counter() - t0}
+        # (an empty dynamic cache has len 0: test it against None, never for truth)
+        self.cache_info = {"policy": cc.policy, "capacity": int(cache.capacity) if cache is not None else 0,
+                           "remote_rows": int(remote_rows), "setup_s": time.perf_counter() - t0,
+                           "bytes": cache.capacity * cache.row_bytes if cache is not None else 0}
+        if isinstance(cache, TypedFeatureCache):  # every type at its own width
+            self.cache_info["capacity_by_type"] = {
+                n: (c.capacity if c is not None else 0) for n, c in zip(names, cache.caches, strict=True)}
+            self.cache_info["bytes"] = cache.nbytes
         return self.cache_info
 
     def pipeline(self, task: Task, batches: list[SeedBatch], keys: list[int], *, needs: BlockNeeds,

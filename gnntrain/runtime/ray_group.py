@@ -37,7 +37,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
 from gnntrain.runtime.cluster import trim_heap, worker_runtime_env
-from gnntrain.runtime.codec import Encoded
+from gnntrain.runtime.codec import Encoded, TypedReply
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.faults import FaultInjector
@@ -86,7 +86,8 @@ class RayPeers(Peers):
                 for o, ids in requests.items()}
         return {o: Neighbors(*reply) for o, reply in self._gather(refs, "sample").items()}
 
-    def features(self, requests: dict[int, np.ndarray], dtype: str) -> dict[int, Encoded]:
+    def features(self, requests: dict[int, np.ndarray],
+                 dtype: str | tuple[str, ...]) -> dict[int, Encoded | TypedReply]:
         refs = {o: self.handles[o].serve.remote("features", ids, dtype, self.rank)
                 for o, ids in requests.items()}
         return self._gather(refs, "feature")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnntrain.runtime.codec import Encoded, encode
+from gnntrain.runtime.codec import Encoded, TypedReply, encode, type_payload
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
+from partition.feature_rows import TypedRows, type_groups
 from samplers.base import Fanout
 
 
@@ -29,11 +30,26 @@ class PeerServer:
         self.access.comm.add("sample", requester, wire_bytes(reply), ids=ids)
         return reply
 
-    def features(self, ids: np.ndarray, dtype: str, requester: int) -> Encoded:
+    def features(self, ids: np.ndarray, dtype: str | tuple[str, ...],
+                 requester: int) -> Encoded | TypedReply:
+        """Rows of owned ``ids`` at ``dtype``; on a typed graph one group per node type,
+        each at the type's width and dtype (``dtype[t]``; a str for every type)."""
         a = self.access
-        enc = encode(a.part.x[ids - a.start], dtype, sparse=a.cfg.train.sparse_feature_transfer)
-        a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
-        return enc
+        sparse = a.cfg.train.sparse_feature_transfer
+        x, local = a.part.x, ids - a.start
+        if not isinstance(x, TypedRows):
+            if not isinstance(dtype, str):
+                raise ValueError(f"feature request with a dtype per node type {dtype} on an untyped part")
+            enc = encode(x[local], dtype, sparse=sparse)
+            a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
+            return enc
+        dtypes = (dtype,) * len(x.tables) if isinstance(dtype, str) else dtype
+        types = x.row_type[local]
+        reply = tuple(encode(x.type_rows(t, local[pos]), dtypes[t], sparse=sparse)
+                      for t, pos in type_groups(types))
+        a.comm.add("feature", requester, wire_bytes(reply), ids=ids,
+                   type_weights=type_payload(reply, types, len(x.tables)))
+        return reply
 
     def embedding_rows(self, ids: np.ndarray, version: int | None, requester: int) -> np.ndarray:
         return self._embedding().serve_rows(ids, version, requester)

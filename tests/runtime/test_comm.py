@@ -111,13 +111,14 @@ def _serve_probe(self: ProbeActor, name: str, *args: Any) -> Any:
     out = WorkerActor.serve(self, name, *args)
     self._peer(PEER_CALLS[name], self.rank, int(args[-1]), serialised_size(out))  # reply to the requester
     if name == "features":  # what the array buffers carry per value
-        with self._lock:
-            fp = self.seen["feature_payload"]
-            fp[0] += out.data.size
-            fp[1] += out.data.nbytes
-            fp[2] += out.scale.nbytes if out.scale is not None else 0
-            fp[3] += int(out.sparse)
-            fp[4] += (out.indptr.size - 1) * out.width if out.indptr is not None else out.data.size
+        with self._lock:  # a typed graph's reply: one Encoded per node type
+            for enc in out if isinstance(out, tuple) else (out,):
+                fp = self.seen["feature_payload"]
+                fp[0] += enc.data.size
+                fp[1] += enc.data.nbytes
+                fp[2] += enc.scale.nbytes if enc.scale is not None else 0
+                fp[3] += int(enc.sparse)
+                fp[4] += (enc.indptr.size - 1) * enc.width if enc.indptr is not None else enc.data.size
     return out
 
 

@@ -258,3 +258,78 @@ def test_build_cache_from_config(hub_graph: Graph, hub_source: CSRSource) -> Non
     with pytest.raises(ValueError, match="needs access_counts"):
         build_cache(CacheConfig(policy="presample", size=0.05), dim=8, num_remote_rows=300,
                     read_rows=read)
+
+
+# ---- typed graphs: one cache per node type at the type's width
+
+TYPES = np.repeat(np.arange(3), [200, 200, 100])  # 500 nodes: types 0, 1, 2
+WIDTHS = (6, 2, 0)  # type 2 is featureless
+
+
+def _typed_rows(ids: np.ndarray) -> np.ndarray:
+    """Padded rows: each type's values in its own columns, zeros beyond."""
+    out = TABLE[ids].copy()
+    for t, w in enumerate(WIDTHS):
+        out[TYPES[ids] == t, w:] = 0.0
+    return out
+
+
+def test_typed_cache_holds_each_type_at_its_width_and_reads_padded_rows() -> None:
+    from samplers import CacheConfig, build_cache
+    from samplers.cache import TypedFeatureCache
+
+    remote = np.arange(100, 500)  # 100 of type 0, 200 of type 1, 100 of type 2
+    c = build_cache(CacheConfig(policy="lru", size=0.5), dim=6, num_remote_rows=400,
+                    candidates=remote, node_types=TYPES, type_widths=WIDTHS)
+    assert isinstance(c, TypedFeatureCache)
+    assert [x.capacity if x is not None else None for x in c.caches] == [50, 100, None]
+    assert c.nbytes == 4 * (50 * 6 + 100 * 2)  # a padded cache of 150 rows would take 3,600
+    ids = np.array([100, 300, 450, 120, 310])
+    c.insert(ids, _typed_rows(ids))
+    hit, rows = c.lookup(np.array([450, 310, 100, 101]))
+    assert hit.tolist() == [False, True, True, False]  # the featureless type is not cached
+    np.testing.assert_array_equal(rows, _typed_rows(np.array([310, 100])))
+    assert (c.stats.hits, c.stats.misses) == (2, 2)
+    assert c.stats.bytes_served == 4 * (2 + 6)
+    # a checkpoint rebuilds it exactly
+    again = build_cache(CacheConfig(policy="lru", size=0.5), dim=6, num_remote_rows=400,
+                        candidates=remote, node_types=TYPES, type_widths=WIDTHS)
+    assert isinstance(again, TypedFeatureCache)
+    again.load_state_dict(c.state_dict())
+    probe = np.array([100, 120, 300, 310, 450])
+    assert again.lookup(probe)[0].tolist() == c.lookup(probe)[0].tolist()
+    assert again.stats == c.stats
+    with pytest.raises(ValueError, match="does not match this typed cache"):
+        again.load_state_dict(LRUCache(4, 6).state_dict())
+
+
+def test_typed_cache_sizes_give_every_type_the_same_share() -> None:
+    from samplers import CacheConfig, build_cache
+    from samplers.cache import TypedFeatureCache
+
+    remote = np.arange(100, 500)
+    remote_bytes = 4 * (100 * 6 + 200 * 2)  # type 2 has no columns
+    for cfg, want in ((CacheConfig(policy="fifo", size=200), [50, 100]),  # half of 400 rows
+                      (CacheConfig(policy="fifo", size=remote_bytes / 4, unit="bytes"), [25, 50])):
+        c = build_cache(cfg, dim=6, num_remote_rows=400, candidates=remote, node_types=TYPES,
+                        type_widths=WIDTHS)
+        assert isinstance(c, TypedFeatureCache)
+        assert [x.capacity for x in c.caches[:2] if x is not None] == want
+        assert c.caches[2] is None
+    # a static policy picks each type's rows among that type's, one read for all of them
+    deg = np.arange(remote.size)[::-1].astype(np.int64)  # smaller id, higher degree
+    reads: list[np.ndarray] = []
+
+    def read(v: np.ndarray) -> np.ndarray:
+        reads.append(v)
+        return _typed_rows(v)
+
+    d = build_cache(CacheConfig(policy="degree", size=0.1), dim=6, num_remote_rows=400, read_rows=read,
+                    candidates=remote, degrees=deg, node_types=TYPES, type_widths=WIDTHS)
+    assert isinstance(d, TypedFeatureCache) and len(reads) == 1
+    assert d.caches[0] is not None and d.caches[1] is not None
+    assert sorted(d.caches[0].ids().tolist()) == list(range(100, 110))
+    assert sorted(d.caches[1].ids().tolist()) == list(range(200, 220))
+    with pytest.raises(ValueError, match="one width per node type"):
+        build_cache(CacheConfig(policy="lru", size=0.5), dim=6, num_remote_rows=400,
+                    candidates=remote, node_types=TYPES, type_widths=(6, 2))

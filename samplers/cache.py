@@ -17,10 +17,11 @@ remote rows, a row count, or bytes) into rows.
 
 On a typed graph :class:`TypedFeatureCache` holds one cache of the policy per node type,
 each at its type's own width (a 50-column term row takes 200 bytes, not the 4,231-column
-padded row's 16,924), and :func:`build_cache` gives every type the same share of its remote
-rows: a fraction caches that fraction of each type's, a row count or a byte budget
-(counted at the types' widths) is shared out in proportion to each type's remote rows.
-Static policies choose each type's rows among that type's.
+padded row's 16,924), and :func:`build_cache` gives every type with features the same
+share of its remote rows: a fraction caches that fraction of each type's, a row count or a
+byte budget (counted at the types' widths) is shared out in proportion to each type's
+remote rows; featureless types get no cache. Static policies choose each type's rows
+among that type's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -136,6 +138,11 @@ class _SlotCache(FeatureCache):
     def __len__(self) -> int:
         return int(self._meta[CK.SIZE])
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the row table (``capacity x dim`` float32)."""
+        return int(self._rows.nbytes)
+
     def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ids = check_ids(ids, 0, np.iinfo(np.int64).max, "ids")
         slots = CK.lookup(ids, self._keys, self._tslot, self._lru, self._prev, self._nxt, self._meta)
@@ -240,7 +247,7 @@ class TypedFeatureCache(FeatureCache):
     @property
     def nbytes(self) -> int:
         """Bytes of the cached-row tables (every type at its width)."""
-        return sum(int(c._rows.nbytes) for c in self.caches if c is not None)
+        return sum(c.nbytes for c in self.caches if c is not None)
 
     def __len__(self) -> int:
         return sum(len(c) for c in self.caches if c is not None)
@@ -388,7 +395,7 @@ def oracle_hit_rate(accesses: np.ndarray | tuple[np.ndarray, np.ndarray], capaci
     return float(top.sum()) / total
 
 
-def resolve_capacity(size: float, num_remote_rows: int, row_bytes: float, *,
+def resolve_capacity(size: float, num_remote_rows: int, row_bytes: int | Fraction, *,
                      unit: Literal["auto", "rows", "bytes"] = "auto") -> int:
     """Rows a cache may hold. ``unit='auto'``: ``size <= 1`` is a fraction of the remote
     rows, ``> 1`` a row count; ``'rows'`` / ``'bytes'`` force the reading. A capacity above
@@ -400,7 +407,7 @@ def resolve_capacity(size: float, num_remote_rows: int, row_bytes: float, *,
     if row_bytes <= 0:
         raise SamplerError(f"row_bytes={row_bytes}: must be > 0")
     if unit == "bytes":
-        rows = int(size // row_bytes)
+        rows = int(Fraction(size) // Fraction(row_bytes))  # exact (a typed cache's mean row is a ratio)
     elif unit == "rows" or (unit == "auto" and size > 1):
         if size != int(size):
             raise SamplerError(f"cache size={size}: a row count must be a whole number")
@@ -450,8 +457,9 @@ def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
         raise SamplerError(f"type_widths={list(type_widths)}: expected one width per node type "
                            f"({remote.shape[0]})")
     widths = np.asarray(type_widths, dtype=np.int64)
+    remote[widths == 0] = 0  # a featureless type has nothing to cache
     total_rows, total_bytes = int(remote.sum()), int((4 * widths * remote).sum())
-    rows_all = resolve_capacity(cfg.size, total_rows, max(total_bytes, 1) / max(total_rows, 1),
+    rows_all = resolve_capacity(cfg.size, total_rows, Fraction(total_bytes, total_rows),
                                 unit=cfg.unit) if total_rows else 0
     caps = [int(rows_all * int(n) // total_rows) if total_rows else 0 for n in remote]
     chosen: list[np.ndarray | None] = []
@@ -465,11 +473,10 @@ def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
                                   None if degrees is None else np.asarray(degrees)[sel], counts))
     static = [ids for ids in chosen if ids is not None]
     rows = None
-    if static:
+    starts = np.cumsum([0] + [ids.size for ids in static])
+    if static and starts[-1]:
         assert read_rows is not None
-        all_ids = np.concatenate(static)
-        rows = read_rows(all_ids)  # one fetch for every type's rows
-        starts = np.cumsum([0] + [ids.size for ids in static])
+        rows = read_rows(np.concatenate(static))  # one fetch for every type's rows
     caches: list[_SlotCache | None] = []
     k = 0
     for t, (cap, ids) in enumerate(zip(caps, chosen, strict=True)):

@@ -309,8 +309,9 @@ def test_typed_cache_sizes_give_every_type_the_same_share() -> None:
 
     remote = np.arange(100, 500)
     remote_bytes = 4 * (100 * 6 + 200 * 2)  # type 2 has no columns
-    for cfg, want in ((CacheConfig(policy="fifo", size=200), [50, 100]),  # half of 400 rows
-                      (CacheConfig(policy="fifo", size=remote_bytes / 4, unit="bytes"), [25, 50])):
+    # half of the 300 remote rows with features (type 2's 100 have none), in rows or in bytes
+    for cfg, want in ((CacheConfig(policy="fifo", size=150), [50, 100]),
+                      (CacheConfig(policy="fifo", size=remote_bytes / 2, unit="bytes"), [50, 100])):
         c = build_cache(cfg, dim=6, num_remote_rows=400, candidates=remote, node_types=TYPES,
                         type_widths=WIDTHS)
         assert isinstance(c, TypedFeatureCache)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from gnntrain.config import RunConfig
+from gnntrain.config import ConfigError, RunConfig
 from gnntrain.data.hetero import to_training_graph
 from gnntrain.report import build_summary, fmt_bytes, print_summary
 from gnntrain.runtime.codec import decode, encode, type_dtypes
@@ -82,6 +82,13 @@ def test_remote_rows_travel_per_type_and_read_back_as_the_padded_rows(tmp_path: 
     assert sum(by_type.values()) == feature
     assert by_type["paper"] > by_type["author"] > 0
     group.shutdown()
+
+
+def test_a_dtype_mapping_is_read_from_the_config_and_a_bad_dtype_refused(tmp_path: Path) -> None:
+    cfg = typed_cfg(tmp_path, "train.feature_dtype={paper: int8, author: float16}")
+    assert cfg.train.feature_dtype == {"paper": "int8", "author": "float16"}
+    with pytest.raises(ConfigError, match=r"(?s)train\.feature_dtype.*'bfloat16'.*int4"):
+        typed_cfg(tmp_path, "train.feature_dtype={paper: int4}")
 
 
 def test_a_dtype_for_a_type_the_graph_lacks_is_refused_before_work(tmp_path: Path) -> None:

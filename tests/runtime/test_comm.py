@@ -30,7 +30,7 @@ from gnntrain.runtime.driver import fit
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.runtime.ray_group import RayGroup, WorkerActor
 from gnntrain.tasks import NodeClassification
-from partition import build_partition_set
+from partition import build_partition_set, build_training_set
 from partition.graph import Graph
 from tests.conftest import make_graph
 from tests.runtime.helpers import tiny_cfg
@@ -149,9 +149,10 @@ def _counted(comms: list[dict[str, Any]], world: int) -> dict[str, Any]:
 
 @contextmanager
 def recorded_group(cfg: Any, graph: Any, world: int) -> Iterator[tuple[RayGroup, list[Any], np.ndarray]]:
-    """A Ray group over ``graph``'s parts whose coordinator calls are recorded: yields the
-    group, its real actor handles and ``sent`` (bytes, messages) per worker."""
-    pset = build_partition_set(graph, cfg.partition)
+    """A Ray group over ``graph``'s parts (the set a run trains on: typed for a typed graph)
+    whose coordinator calls are recorded: yields the group, its real actor handles and
+    ``sent`` (bytes, messages) per worker."""
+    pset = build_training_set(graph, cfg.partition)
     group = RayGroup(cfg, str(pset.path), world, cfg.model.arch, NodeClassification())
     actors = group.actors
     sent = np.zeros((2, world), dtype=np.int64)

@@ -20,8 +20,9 @@ each at its type's own width (a 50-column term row takes 200 bytes, not the 4,23
 padded row's 16,924), and :func:`build_cache` gives every type with features the same
 share of its remote rows: a fraction caches that fraction of each type's, a row count or a
 byte budget (counted at the types' widths) is shared out in proportion to each type's
-remote rows; featureless types get no cache. Static policies choose each type's rows
-among that type's.
+remote rows; featureless types get no cache. A mapping ``{node type: size}`` sizes each
+type on its own instead (the types it does not name are not cached). Static policies
+choose each type's rows among that type's.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from partition.feature_rows import type_groups
 from samplers import _cache_kernels as CK
 from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
-from samplers.config import CacheConfig
+from samplers.config import CacheConfig, resolve_type_sizes
 from samplers.local import check_ids
 from samplers.neighbor import NeighborSampler
 
@@ -427,7 +428,7 @@ def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
                 read_rows: Callable[[np.ndarray], np.ndarray] | None = None,
                 candidates: np.ndarray | None = None, degrees: np.ndarray | None = None,
                 access_counts: AccessCounts | None = None, node_types: np.ndarray | None = None,
-                type_widths: tuple[int, ...] = ()) -> FeatureCache | None:
+                type_widths: tuple[int, ...] = (), type_names: tuple[str, ...] = ()) -> FeatureCache | None:
     """The cache a ``sampler.cache`` config section describes (``None`` for policy 'none').
 
     ``degree`` needs ``candidates`` (the remote ids) with their ``degrees``; ``presample``
@@ -435,14 +436,17 @@ def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
     ``read_rows(ids) -> float32 [len(ids), dim]`` to fill the cache once.
 
     On a typed graph pass ``node_types`` (every node's type), ``type_widths`` (each type's
-    own width) and ``candidates`` (the remote ids, to count each type's remote rows): the
-    result is a :class:`TypedFeatureCache` (see the module docstring for the capacities).
+    own width), ``type_names`` (for a size per type) and ``candidates`` (the remote ids, to
+    count each type's remote rows): the result is a :class:`TypedFeatureCache` (see the
+    module docstring for the capacities).
     """
     if cfg.policy == "none":
         return None
     if cfg.policy in ("degree", "presample") and read_rows is None:
         raise SamplerError(f"cache.policy={cfg.policy!r} fills the cache up front: pass read_rows=")
+    per_type = resolve_type_sizes(cfg.size, type_names if node_types is not None else ())
     if node_types is None:
+        assert not isinstance(cfg.size, dict)  # refused above for an untyped graph
         cap = resolve_capacity(cfg.size, num_remote_rows, 4 * dim, unit=cfg.unit)
         ids = _static_ids(cfg, cap, candidates, degrees, access_counts)
         if ids is None:
@@ -458,10 +462,15 @@ def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
                            f"({remote.shape[0]})")
     widths = np.asarray(type_widths, dtype=np.int64)
     remote[widths == 0] = 0  # a featureless type has nothing to cache
-    total_rows, total_bytes = int(remote.sum()), int((4 * widths * remote).sum())
-    rows_all = resolve_capacity(cfg.size, total_rows, Fraction(total_bytes, total_rows),
-                                unit=cfg.unit) if total_rows else 0
-    caps = [int(rows_all * int(n) // total_rows) if total_rows else 0 for n in remote]
+    if per_type is not None:  # each type's own size against its own remote rows
+        caps = [resolve_capacity(sz, int(n), 4 * int(w), unit=cfg.unit) if n else 0
+                for sz, n, w in zip(per_type, remote, widths, strict=True)]
+    else:
+        assert not isinstance(cfg.size, dict)
+        total_rows, total_bytes = int(remote.sum()), int((4 * widths * remote).sum())
+        rows_all = resolve_capacity(cfg.size, total_rows, Fraction(total_bytes, total_rows),
+                                    unit=cfg.unit) if total_rows else 0
+        caps = [int(rows_all * int(n) // total_rows) if total_rows else 0 for n in remote]
     chosen: list[np.ndarray | None] = []
     for t, cap in enumerate(caps):
         sel = cand_types == t

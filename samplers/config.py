@@ -13,10 +13,41 @@ class CacheConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     policy: Literal["none", "degree", "presample", "lru", "fifo"] = "none"
-    size: float = Field(0.0, ge=0.0, description="fraction of remote rows (<= 1) or a row count (> 1)")
+    size: float | dict[str, float] = Field(
+        0.0, description="fraction of remote rows (<= 1) or a row count (> 1), or bytes with "
+        "unit: bytes. On a typed graph one size is shared by the node types (each type the same "
+        "share of its remote rows); a mapping {node type: size} gives each type its own, read the "
+        "same way against that type's remote rows, and the types it does not name are not cached")
     unit: Literal["auto", "rows", "bytes"] = Field(
         "auto", description="how to read size: auto (fraction if <= 1, else rows), rows, or bytes")
     presample_epochs: int = Field(1, ge=1)
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: float | dict[str, float]) -> float | dict[str, float]:
+        for key, n in (v.items() if isinstance(v, dict) else [("", v)]):
+            if not n >= 0:  # also refuses NaN
+                where = f"size.{key}" if key else "size"
+                raise ValueError(f"{where}={n}: must be >= 0 (a fraction <= 1, a row count, or bytes)")
+        return v
+
+
+def resolve_type_sizes(size: float | dict[str, float], type_names: tuple[str, ...] | list[str]
+                       ) -> tuple[float, ...] | None:
+    """``sampler.cache.size`` as one size per node type when it is a mapping (0 for the
+    types it does not name), ``None`` when it is one size. A key that is not a node type,
+    or a mapping on an untyped graph, raises ``ValueError`` naming the field, the key and
+    the graph's node types."""
+    if not isinstance(size, dict):
+        return None
+    if not type_names:
+        raise ValueError(f"sampler.cache.size={size}: a size per node type needs a typed graph; "
+                         "this graph is untyped, give one size")
+    unknown = sorted(set(size) - set(type_names))
+    if unknown:
+        raise ValueError(f"sampler.cache.size: {unknown} are not node types of this graph; "
+                         f"node types: {list(type_names)}")
+    return tuple(float(size.get(t, 0.0)) for t in type_names)
 
 
 def _default_fanouts() -> list[int | dict[str, int]]:

@@ -38,7 +38,7 @@ from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
 from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
-from samplers.config import hop_fanouts, resolve_fanouts
+from samplers.config import hop_fanouts, resolve_fanouts, resolve_type_sizes
 
 if TYPE_CHECKING:
     from gnntrain.runtime.placement import Move
@@ -81,7 +81,9 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     if graph is not None:  # a chunked graph is untyped
         check_typed(probe, graph)
         resolve_fanouts(cfg.sampler.fanouts, graph.edge_type_names)  # names checked before work
-    type_dtypes(cfg.train.feature_dtype, graph.node_type_names if graph is not None else ())
+    type_names = graph.node_type_names if graph is not None else ()
+    type_dtypes(cfg.train.feature_dtype, type_names)  # a mapping's node types checked before work
+    resolve_type_sizes(cfg.sampler.cache.size, type_names)
     layerwise_eval = has_layerwise(probe) and cfg.train.eval == "full"
     task.check_setup(probe, layerwise_eval=layerwise_eval)
     if not layerwise_eval:

@@ -113,7 +113,8 @@ class PartAccess:
                             read_rows=lambda ids: self.reader.fetch(ids), candidates=remote,
                             degrees=self.degrees[remote], access_counts=counts,
                             node_types=self.node_types if typed else None,
-                            type_widths=(self.part.node_type_features or (dim,) * len(names)) if typed else ())
+                            type_widths=(self.part.node_type_features or (dim,) * len(names)) if typed else (),
+                            type_names=names if typed else ())
         self.reader.cache = cache
         # (an empty dynamic cache has len 0: test it against None, never for truth)
         self.cache_info = {"policy": cc.policy, "capacity": int(cache.capacity) if cache is not None else 0,

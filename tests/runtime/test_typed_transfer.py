@@ -99,6 +99,9 @@ def test_a_dtype_for_a_type_the_graph_lacks_is_refused_before_work(tmp_path: Pat
                         "model.options={}", workers=2)
     with pytest.raises(ValueError, match="needs a typed graph"):
         run_training(untyped, graph=make_graph(200), progress=False)
+    cache = typed_cfg(tmp_path, "sampler.cache.policy=lru", "sampler.cache.size={venue: 0.5}", workers=2)
+    with pytest.raises(ValueError, match=r"sampler.cache.size: \['venue'\] are not node types"):
+        run_training(cache, graph=GRAPHW, progress=False)
     assert not (tmp_path / "parts").exists() and not (tmp_path / "runs").exists()
 
 
@@ -156,4 +159,20 @@ def test_featureless_types_are_read_as_zeros_without_asking(tmp_path: Path) -> N
     snap = w1.comm.take()  # the owner was asked for the featured rows only
     sent = dict(zip(snap["type_names"], snap["type_bytes"][TYPED_CATEGORIES.index("feature")], strict=True))
     assert sent["institution"] == sent["field_of_study"] == 0 and sent["paper"] > 0 and sent["author"] > 0
+    group.shutdown()
+
+
+def test_a_cache_size_per_type_caches_only_the_types_named(tmp_path: Path) -> None:
+    cfg = typed_cfg(tmp_path, "train.epochs=1", "sampler.cache.policy=degree",
+                    "sampler.cache.size={author: 1.0}", workers=2)
+    res, group = _fit(cfg, tmp_path)
+    for w in group.workers:
+        a = w.access
+        remote_authors = int(np.count_nonzero(
+            a.node_types[~a.owned(np.arange(a.num_nodes))] == GRAPHW.node_type_names.index("author")))
+        assert a.cache_info["capacity_by_type"] == {"paper": 0, "author": remote_authors,
+                                                    "institution": 0, "field_of_study": 0}
+    # every remote author row is cached: no author bytes in training, paper bytes as before
+    feature = res.epochs[0]["comm"]["by_node_type"]["feature"]
+    assert feature["author"] == 0 and feature["paper"] > 0
     group.shutdown()

@@ -334,3 +334,25 @@ def test_typed_cache_sizes_give_every_type_the_same_share() -> None:
     with pytest.raises(ValueError, match="one width per node type"):
         build_cache(CacheConfig(policy="lru", size=0.5), dim=6, num_remote_rows=400,
                     candidates=remote, node_types=TYPES, type_widths=(6, 2))
+
+
+def test_typed_cache_size_per_type() -> None:
+    from samplers import CacheConfig, build_cache
+    from samplers.cache import TypedFeatureCache
+
+    remote = np.arange(100, 500)  # 100 of type 0, 200 of type 1, 100 (featureless) of type 2
+    names = ("paper", "author", "field")
+    for size, unit, want in (({"paper": 0.5, "author": 10}, "auto", [50, 10]),
+                             ({"author": 0.25}, "auto", [None, 50]),
+                             ({"paper": 24 * 7, "author": 8 * 7}, "bytes", [7, 7])):
+        c = build_cache(CacheConfig(policy="lru", size=size, unit=unit), dim=6, num_remote_rows=400,
+                        candidates=remote, node_types=TYPES, type_widths=WIDTHS, type_names=names)
+        assert isinstance(c, TypedFeatureCache)
+        assert [x.capacity if x is not None else None for x in c.caches] == [*want, None], size
+    with pytest.raises(ValueError, match=r"\['venue'\] are not node types.*'paper', 'author', 'field'"):
+        build_cache(CacheConfig(policy="lru", size={"venue": 0.5}), dim=6, num_remote_rows=400,
+                    candidates=remote, node_types=TYPES, type_widths=WIDTHS, type_names=names)
+    with pytest.raises(ValueError, match="needs a typed graph"):
+        build_cache(CacheConfig(policy="lru", size={"paper": 0.5}), dim=6, num_remote_rows=400)
+    with pytest.raises(ValueError, match=r"size.paper=-1.0: must be >= 0"):
+        CacheConfig(policy="lru", size={"paper": -1.0})

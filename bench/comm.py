@@ -50,7 +50,8 @@ ends with parameters identical to the no-cache run; a row that only adds a cache
 transfer dtype to another row sends the same sample bytes and no more feature bytes;
 CSR replies send no more feature bytes than dense ones, and the same sample bytes and
 feature messages; on a typed graph a dtype per type or a cache sends no more feature bytes
-and the same sample bytes, and the per-type cache takes no more bytes than padded rows; every accuracy run lowers its loss; and no worker dies. A worker death is never
+and the same sample bytes, and the per-type cache takes no more bytes than padded rows;
+every accuracy run lowers its loss; and no worker dies. A worker death is never
 recovered here (``train.max_failures=0``): it fails the benchmark.
 JSON goes to bench/out/comm.json (``comm-smoke.json``), written after each section; with
 ``--only`` the sections not run keep their figures from an earlier run.
@@ -74,6 +75,7 @@ import torch
 from bench.configs import missing_data
 from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
 from bench.verdict import Check, check, conclude
+from gnntrain.api import override_items
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.report import fmt_bytes
@@ -282,19 +284,15 @@ TYPED_DATASETS: dict[str, dict[str, str]] = {
 """Typed graphs (``datasets/<name>.yaml``, k=4) and the transfer dtype per node type tried."""
 
 
-def _flow(mapping: dict[str, str]) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in mapping.items()) + "}"
-
-
 def typed_section(names: tuple[str, ...], tag: str) -> list[dict[str, Any]]:
     """One simulated epoch per row (dense, CSR, dtype per type, + presample cache) on each
     typed graph whose data is here."""
     rows: list[dict[str, Any]] = []
     for name, cfg, graph in real_graphs(names, tag, rows):
-        dtypes = [f"train.feature_dtype={_flow(TYPED_DATASETS[name])}"]
+        dtypes = override_items({"train.feature_dtype": TYPED_DATASETS[name]})
         plan = [("float32, dense", ["train.sparse_feature_transfer=false"]),
                 ("float32, CSR where it halves", []),
-                (f"dtype per type {_flow(TYPED_DATASETS[name])}", dtypes),
+                (f"dtype per type {dtypes[0].split('=', 1)[1]}", dtypes),
                 ("+ presample cache 20%", dtypes + PRESAMPLE)]
         row: dict[str, Any] = {"dataset": name, "nodes": graph.num_nodes, "width": graph.num_features,
                                "type_widths": dict(zip(graph.node_type_names, graph.node_type_features,

@@ -8,7 +8,7 @@ consecutive offsets) own nothing and are never returned by :meth:`PartitionBook.
 
 A :class:`~partition.store.PartitionSet` has one book, every
 :class:`~partition.store.Part` carries it, and the runtime groups remote ids by owner
-through it. Imports numpy only.
+through it (:func:`value_groups`). Imports numpy only.
 """
 
 from __future__ import annotations
@@ -17,7 +17,17 @@ import numpy as np
 
 from partition.errors import PartitionError
 
-__all__ = ["PartitionBook"]
+__all__ = ["PartitionBook", "value_groups"]
+
+
+def value_groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(value, positions)`` for each distinct value in ``values`` (ascending values;
+    positions ascending within a value): how ids are grouped by owner for requests, and
+    by node type within a typed feature reply and a typed cache."""
+    values = np.asarray(values, dtype=np.int64)
+    order = np.argsort(values, kind="stable")
+    cuts = np.flatnonzero(np.diff(values[order])) + 1
+    return [(int(values[g[0]]), g) for g in np.split(order, cuts) if g.size]
 
 
 class PartitionBook:

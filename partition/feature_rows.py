@@ -19,17 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TypedRows", "type_groups", "used_width"]
-
-
-def type_groups(types: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """``(type, positions)`` for each type present in ``types`` (type order; positions
-    ascending): how rows of mixed types are split into per-type groups, the same way by
-    every reader (a feature reply's groups, a typed cache's lookups)."""
-    types = np.asarray(types, dtype=np.int64)
-    order = np.argsort(types, kind="stable")
-    cuts = np.flatnonzero(np.diff(types[order])) + 1
-    return [(int(types[g[0]]), g) for g in np.split(order, cuts) if g.size]
+__all__ = ["TypedRows", "used_width"]
 
 
 def used_width(x: np.ndarray) -> int:

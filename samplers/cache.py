@@ -36,7 +36,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from partition.feature_rows import type_groups
+from partition.book import value_groups
 from samplers import _cache_kernels as CK
 from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
@@ -257,7 +257,7 @@ class TypedFeatureCache(FeatureCache):
         ids = check_ids(ids, 0, int(self.node_types.shape[0]), "ids")
         hit = np.zeros(ids.size, dtype=bool)
         rows = np.zeros((ids.size, self.dim), dtype=np.float32)
-        for t, pos in type_groups(self.node_types[ids]):
+        for t, pos in value_groups(self.node_types[ids]):
             c = self.caches[t]
             if c is None:
                 self._misses_uncached += int(pos.size)
@@ -273,7 +273,7 @@ class TypedFeatureCache(FeatureCache):
         rows = np.asarray(rows)
         if rows.ndim != 2 or rows.shape != (ids.size, self.dim):
             raise SamplerError(f"rows: expected shape ({ids.size}, {self.dim}), got {rows.shape}")
-        for t, pos in type_groups(self.node_types[ids]):
+        for t, pos in value_groups(self.node_types[ids]):
             c = self.caches[t]
             if c is not None:
                 c.insert(ids[pos], rows[pos, :c.dim])
@@ -471,34 +471,26 @@ def build_cache(cfg: CacheConfig, *, dim: int, num_remote_rows: int,
         rows_all = resolve_capacity(cfg.size, total_rows, Fraction(total_bytes, total_rows),
                                     unit=cfg.unit) if total_rows else 0
         caps = [int(rows_all * int(n) // total_rows) if total_rows else 0 for n in remote]
-    chosen: list[np.ndarray | None] = []
+    if cfg.policy in ("lru", "fifo"):  # a featureless type has cap 0: no cache
+        return TypedFeatureCache([_dynamic_cache(cfg, cap, int(w)) if cap else None
+                                  for cap, w in zip(caps, widths, strict=True)], node_types, dim)
+    chosen: list[np.ndarray] = []
     for t, cap in enumerate(caps):
         sel = cand_types == t
         counts = None
         if access_counts is not None:
             keep = np.asarray(node_types[access_counts.ids], dtype=np.int64) == t
             counts = AccessCounts(access_counts.ids[keep], access_counts.counts[keep])
-        chosen.append(_static_ids(cfg, cap, candidates[sel],
-                                  None if degrees is None else np.asarray(degrees)[sel], counts))
-    static = [ids for ids in chosen if ids is not None]
-    rows = None
-    starts = np.cumsum([0] + [ids.size for ids in static])
-    if static and starts[-1]:
-        assert read_rows is not None
-        rows = read_rows(np.concatenate(static))  # one fetch for every type's rows
-    caches: list[_SlotCache | None] = []
-    k = 0
-    for t, (cap, ids) in enumerate(zip(caps, chosen, strict=True)):
-        w = int(widths[t])
-        if w == 0 or cap == 0:
-            caches.append(None)
-        elif ids is None:
-            caches.append(_dynamic_cache(cfg, cap, w))
-        else:
-            assert rows is not None
-            caches.append(StaticCache(ids, rows[starts[k]:starts[k + 1], :w]) if ids.size else None)
-        k += ids is not None
-    return TypedFeatureCache(caches, node_types, dim)
+        ids = _static_ids(cfg, cap, candidates[sel], None if degrees is None else np.asarray(degrees)[sel],
+                          counts)
+        assert ids is not None  # a static policy
+        chosen.append(ids)
+    sizes = [ids.size for ids in chosen]
+    assert read_rows is not None
+    rows = read_rows(np.concatenate(chosen)) if sum(sizes) else np.empty((0, dim), np.float32)  # one fetch
+    blocks = np.split(rows, np.cumsum(sizes)[:-1])
+    return TypedFeatureCache([StaticCache(ids, b[:, :int(w)]) if ids.size else None
+                              for ids, b, w in zip(chosen, blocks, widths, strict=True)], node_types, dim)
 
 
 def _static_ids(cfg: CacheConfig, cap: int, candidates: np.ndarray | None,

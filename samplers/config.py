@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+T = TypeVar("T")
 
 
 class CacheConfig(BaseModel):
@@ -32,22 +35,29 @@ class CacheConfig(BaseModel):
         return v
 
 
-def resolve_type_sizes(size: float | dict[str, float], type_names: tuple[str, ...] | list[str]
+def per_node_type(field: str, mapping: Mapping[str, T], type_names: Sequence[str], default: T,
+                  untyped_hint: str) -> tuple[T, ...]:
+    """A config mapping ``{node type: value}`` as one value per node type (``default`` for
+    the types it does not name). A key that is not a node type, or a mapping on an untyped
+    graph, raises ``ValueError`` naming ``field``, the key and the graph's node types."""
+    if not type_names:
+        raise ValueError(f"{field}={dict(mapping)}: a value per node type needs a typed graph; "
+                         f"this graph is untyped, {untyped_hint}")
+    unknown = sorted(set(mapping) - set(type_names))
+    if unknown:
+        raise ValueError(f"{field}: {unknown} are not node types of this graph; "
+                         f"node types: {list(type_names)}")
+    return tuple(mapping.get(t, default) for t in type_names)
+
+
+def resolve_type_sizes(size: float | dict[str, float], type_names: Sequence[str]
                        ) -> tuple[float, ...] | None:
     """``sampler.cache.size`` as one size per node type when it is a mapping (0 for the
-    types it does not name), ``None`` when it is one size. A key that is not a node type,
-    or a mapping on an untyped graph, raises ``ValueError`` naming the field, the key and
-    the graph's node types."""
+    types it does not name, :func:`per_node_type`), ``None`` when it is one size."""
     if not isinstance(size, dict):
         return None
-    if not type_names:
-        raise ValueError(f"sampler.cache.size={size}: a size per node type needs a typed graph; "
-                         "this graph is untyped, give one size")
-    unknown = sorted(set(size) - set(type_names))
-    if unknown:
-        raise ValueError(f"sampler.cache.size: {unknown} are not node types of this graph; "
-                         f"node types: {list(type_names)}")
-    return tuple(float(size.get(t, 0.0)) for t in type_names)
+    return tuple(float(v) for v in per_node_type("sampler.cache.size", size, type_names, 0.0,
+                                                 "give one size"))
 
 
 def _default_fanouts() -> list[int | dict[str, int]]:

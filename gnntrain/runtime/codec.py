@@ -13,9 +13,8 @@ gives (a value is "zero" by its bit pattern, so ``-0.0`` is kept and sent).
 ``train.sparse_feature_transfer: false`` keeps every reply dense.
 
 On a typed graph each node type travels at its own width and dtype: an owner groups a
-request's ids by node type (:func:`partition.feature_rows.type_groups`: type order,
-request order within a type),
-encodes each group's rows cut to the type's columns at the type's dtype
+request's ids by node type (:func:`partition.book.value_groups`: type order, request
+order within a type), encodes each group's rows cut to the type's columns at the type's dtype
 (:func:`type_dtypes` reads ``train.feature_dtype``: one dtype, or a mapping from node type
 to dtype, float32 for the types it does not name) and replies with one :class:`Encoded`
 per group; the requester groups the same ids the same way and decodes each group into
@@ -30,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from partition.feature_rows import type_groups
+from partition.book import value_groups
+from samplers.config import per_node_type
 
 _VALUE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 DTYPES = tuple(_VALUE_BYTES)
@@ -60,7 +60,7 @@ class Encoded:
 
 TypedReply = tuple[Encoded, ...]
 """A typed graph's feature reply: one :class:`Encoded` per node type the request holds,
-in :func:`~partition.feature_rows.type_groups` order."""
+in :func:`~partition.book.value_groups` order."""
 
 
 def _check(dtype: str) -> None:
@@ -77,17 +77,11 @@ def type_dtypes(spec: str | Mapping[str, str], type_names: Sequence[str]) -> tup
     if isinstance(spec, str):
         _check(spec)
         return (spec,) * max(len(type_names), 1)
-    if not type_names:
-        raise ValueError(f"train.feature_dtype={dict(spec)}: a dtype per node type needs a typed "
-                         f"graph; this graph is untyped, give one of {', '.join(DTYPES)}")
-    unknown = sorted(set(spec) - set(type_names))
-    if unknown:
-        raise ValueError(f"train.feature_dtype: {unknown} are not node types of this graph; "
-                         f"node types: {list(type_names)}")
     for name, dtype in spec.items():
         if dtype not in _VALUE_BYTES:
             raise ValueError(f"train.feature_dtype.{name}={dtype!r}: expected one of {', '.join(DTYPES)}")
-    return tuple(spec.get(t, "float32") for t in type_names)
+    return per_node_type("train.feature_dtype", spec, type_names, "float32",
+                         f"give one of {', '.join(DTYPES)}")
 
 
 def _narrow(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -159,23 +153,15 @@ def decode(enc: Encoded, dtype: str) -> np.ndarray:
     return _widen(enc.data, dtype)
 
 
-def decode_typed(reply: TypedReply, types: np.ndarray, dtypes: Sequence[str], width: int) -> np.ndarray:
+def decode_typed(reply: TypedReply, types: np.ndarray, dtype: str | Sequence[str],
+                 width: int) -> np.ndarray:
     """The float32 ``[len(types), width]`` rows of a typed reply to ids of node ``types``
-    (zeros beyond each type's columns)."""
-    groups = type_groups(types)
+    (zeros beyond each type's columns); ``dtype``: one for every type, or one per type."""
+    groups = value_groups(types)
     if len(groups) != len(reply):
         raise ValueError(f"typed feature reply: {len(reply)} groups for ids of {len(groups)} node types")
     out = np.zeros((np.asarray(types).shape[0], width), dtype=np.float32)
     for (t, pos), enc in zip(groups, reply, strict=True):
-        rows = decode(enc, dtypes[t])
+        rows = decode(enc, dtype if isinstance(dtype, str) else dtype[t])
         out[pos, :rows.shape[1]] = rows
-    return out
-
-
-def type_payload(reply: TypedReply, types: np.ndarray, num_types: int) -> np.ndarray:
-    """Bytes of each node type's arrays in a typed reply (``[num_types]``): how the
-    reply's counted bytes are split by type."""
-    out = np.zeros(num_types, dtype=np.int64)
-    for (t, _), enc in zip(type_groups(types), reply, strict=True):
-        out[t] = enc.nbytes
     return out

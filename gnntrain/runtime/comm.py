@@ -31,7 +31,8 @@ On a typed graph the ``sample`` and ``feature`` bytes are also broken down by no
 it carries (the frontier nodes asked about, the rows asked for; a reply goes with its
 request's ids), in proportion to their number -- a feature reply, whose types travel at
 their own widths and dtypes, in proportion to each type's encoded bytes instead --
-rounded so that the parts add up to the message exactly. Per category, the types' bytes therefore sum to the category's bytes.
+rounded so that the parts add up to the message exactly. Per category, the types' bytes
+therefore sum to the category's bytes.
 """
 
 from __future__ import annotations

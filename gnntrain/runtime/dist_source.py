@@ -18,6 +18,7 @@ import numpy as np
 from gnntrain.runtime.codec import Encoded, TypedReply, decode, decode_typed
 from gnntrain.runtime.comm import CommCounter, wire_bytes
 from partition import PartitionBook
+from partition.book import value_groups
 from partition.feature_rows import TypedRows
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
 from samplers.base import Fanout
@@ -50,19 +51,8 @@ class Peers(ABC):
 def group_by_owner(owners: np.ndarray, rank: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """Positions of locally owned ids, and positions of the others grouped by owner
     (``owners`` from :meth:`partition.PartitionBook.owner`)."""
-    order = np.argsort(owners, kind="stable")
-    sorted_owners = owners[order]
-    cuts = np.flatnonzero(np.diff(sorted_owners)) + 1
-    groups: dict[int, np.ndarray] = {}
-    local = np.empty(0, dtype=np.int64)
-    for chunk in np.split(order, cuts):
-        if chunk.size == 0:
-            continue
-        o = int(owners[chunk[0]])
-        if o == rank:
-            local = chunk
-        else:
-            groups[o] = chunk
+    groups = dict(value_groups(owners))
+    local = groups.pop(rank, np.empty(0, dtype=np.int64))
     return local, groups
 
 
@@ -161,7 +151,6 @@ class DistFeatureReader:
         self.comm = comm
         self.deg = degrees
         self.types = node_types
-        self._num_types = int(node_types.max()) + 1 if node_types is not None and node_types.size else 0
         widths = np.asarray(type_widths, dtype=np.int64)
         self._featureless = widths == 0 if node_types is not None and (widths == 0).any() else None
         self.cache = cache
@@ -240,5 +229,4 @@ class DistFeatureReader:
             return decode(reply, self.dtype)
         if self.types is None:
             raise ValueError("a typed feature reply on a reader without node types")
-        dtypes = (self.dtype,) * self._num_types if isinstance(self.dtype, str) else self.dtype
-        return decode_typed(reply, self.types[ids], dtypes, int(self.x_local.shape[1]))
+        return decode_typed(reply, self.types[ids], self.dtype, int(self.x_local.shape[1]))

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gnntrain.runtime.codec import Encoded, TypedReply, encode, type_payload
+from gnntrain.runtime.codec import Encoded, TypedReply, encode
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.dist_embedding import DistEmbedding
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
-from partition.feature_rows import TypedRows, type_groups
+from partition.book import value_groups
+from partition.feature_rows import TypedRows
 from samplers.base import Fanout
 
 
@@ -43,12 +44,14 @@ class PeerServer:
             enc = encode(x[local], dtype, sparse=sparse)
             a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
             return enc
-        dtypes = (dtype,) * len(x.tables) if isinstance(dtype, str) else dtype
-        types = x.row_type[local]
-        reply = tuple(encode(x.type_rows(t, local[pos]), dtypes[t], sparse=sparse)
-                      for t, pos in type_groups(types))
-        a.comm.add("feature", requester, wire_bytes(reply), ids=ids,
-                   type_weights=type_payload(reply, types, len(x.tables)))
+        groups: list[Encoded] = []
+        weights = np.zeros(len(x.tables), dtype=np.int64)  # the by-type split: encoded bytes
+        for t, pos in value_groups(x.row_type[local]):
+            groups.append(encode(x.type_rows(t, local[pos]), dtype if isinstance(dtype, str) else dtype[t],
+                                 sparse=sparse))
+            weights[t] = groups[-1].nbytes
+        reply = tuple(groups)
+        a.comm.add("feature", requester, wire_bytes(reply), ids=ids, type_weights=weights)
         return reply
 
     def embedding_rows(self, ids: np.ndarray, version: int | None, requester: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from gnntrain.config import ClusterConfig
+from gnntrain.runtime import interrupts
 
 
 class ClusterError(RuntimeError):
@@ -60,7 +61,8 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = cfg.address or os.environ.get("RAY_ADDRESS")
     if ray.is_initialized():
-        yield False
+        with interrupts.recorded():
+            yield False
         return
     if address:
         _check_reachable(address, cfg.connect_timeout_s)
@@ -78,7 +80,8 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
                  configure_logging=True, logging_level=logging.WARNING)
         started = True
     try:
-        yield started
+        with interrupts.recorded():
+            yield started
     finally:
         if started:
             ray.shutdown()

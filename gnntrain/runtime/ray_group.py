@@ -36,6 +36,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
+from gnntrain.runtime import interrupts
 from gnntrain.runtime.cluster import trim_heap, worker_runtime_env
 from gnntrain.runtime.codec import Encoded, TypedReply
 from gnntrain.runtime.comm import wire_bytes
@@ -439,6 +440,7 @@ class RayGroup(WorkerGroup):
         next_poll = t0 + poll
         pending = list(refs)
         while pending:
+            interrupts.raise_pending()  # a Ctrl-C dropped in a weakref callback
             now = time.monotonic()
             busy = [rank_of[id(r)] for r in pending]
             if deadline is not None and now >= deadline:

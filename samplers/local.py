@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from partition.feature_rows import TypedRows
@@ -47,6 +49,31 @@ def _check_one(fanout: object, what: str, *, zero: bool) -> int:
     return int(fanout)
 
 
+@dataclass(frozen=True)
+class _RowWeights:
+    """Edge weights over one CSR, with what the weighted kernel reads: the inclusive
+    cumulative weight within each row and each row's count of positive weights."""
+
+    weight: np.ndarray
+    cumw: np.ndarray
+    pos_deg: np.ndarray
+
+    @classmethod
+    def of(cls, indptr: np.ndarray, weight: np.ndarray) -> _RowWeights:
+        cumw, pos_deg = K.row_cumsum(indptr, weight)
+        return cls(weight, cumw, pos_deg)
+
+
+@dataclass(frozen=True)
+class _RelationRows:
+    """One relation's edges as a CSR over the source's rows: ``positions`` (into the
+    source's edge arrays) grouped by row with offsets ``indptr``, and their weights."""
+
+    positions: np.ndarray
+    indptr: np.ndarray
+    weights: _RowWeights | None
+
+
 class CSRSource(GraphSource):
     """A CSR of in-neighbours: the whole graph, or the rows one partition owns.
 
@@ -58,7 +85,8 @@ class CSRSource(GraphSource):
     source typed: every answer carries each sampled edge's relation (``Neighbors.rels``),
     and a hop may give one fanout per relation. An int fanout draws exactly what the untyped
     source draws; a per-relation fanout draws relation ``r``'s edges of node ``v`` from a
-    stream keyed by ``(key, r, v)``, so the determinism contract holds per relation.
+    stream keyed by ``(key, r, v)``, so the determinism contract holds per relation. With
+    edge weights as well, each relation's draw is weighted within that relation.
     """
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray | TypedRows | None = None, *,
@@ -95,8 +123,7 @@ class CSRSource(GraphSource):
                 x = np.asarray(x).astype(np.float32)
         self.x = x
         self.edge_weight: np.ndarray | None = None
-        self._cumw = np.zeros(0, dtype=np.float64)
-        self._pos_deg = np.zeros(0, dtype=np.int64)
+        self._weights: _RowWeights | None = None
         if edge_weight is not None:
             w = np.ascontiguousarray(edge_weight, dtype=np.float64)
             if w.shape != indices.shape:
@@ -105,12 +132,12 @@ class CSRSource(GraphSource):
             if not np.all(np.isfinite(w)) or (w.size and w.min() < 0):
                 raise SamplerError("edge_weight: weights must be finite and >= 0")
             self.edge_weight = w
-            self._cumw, self._pos_deg = K.row_cumsum(indptr, w)
+            self._weights = _RowWeights.of(indptr, w)
             self.weighted = True
         self.edge_rel: np.ndarray | None = None
         self.num_relations = 0
         self._pos: np.ndarray | None = None  # arange(E), built on first typed draw
-        self._by_rel: list[tuple[np.ndarray, np.ndarray]] = []
+        self._by_rel: list[_RelationRows] = []
         if edge_rel is not None:
             rel = np.asarray(edge_rel)
             if rel.shape != indices.shape or (rel.size and not np.issubdtype(rel.dtype, np.integer)):
@@ -139,25 +166,26 @@ class CSRSource(GraphSource):
         if isinstance(fanout, tuple):
             return self._sample_per_relation(seeds, fanout, replace, key)
         if self.edge_rel is None:
-            return self._draw(self.indptr, self.indices, seeds, fanout, replace, key, self.weighted)
+            return self._draw(self.indptr, self.indices, seeds, fanout, replace, key, self._weights)
         # typed: draw edge positions (the same draw), then read neighbour and relation
-        pos = self._draw(self.indptr, self._positions(), seeds, fanout, replace, key, self.weighted)
+        pos = self._draw(self.indptr, self._positions(), seeds, fanout, replace, key, self._weights)
         return Neighbors(counts=pos.counts, nbrs=self.indices[pos.nbrs],
                          rels=np.asarray(self.edge_rel[pos.nbrs], dtype=np.int64))
 
     def _draw(self, indptr: np.ndarray, values: np.ndarray, seeds: np.ndarray, fanout: int,
-              replace: bool, key: int, weighted: bool) -> Neighbors:
-        """The uniform (or weighted) kernel over one CSR whose entries are ``values``."""
+              replace: bool, key: int, weights: _RowWeights | None) -> Neighbors:
+        """The uniform kernel over one CSR whose entries are ``values``, or the weighted one
+        when ``weights`` (aligned with ``values``) are given."""
         off = np.int64(self.row_offset)
-        counts = K.sample_counts(indptr, self._pos_deg, seeds, off, np.int64(fanout),
-                                 bool(replace), weighted)
+        pos_deg = weights.pos_deg if weights is not None else np.zeros(0, dtype=np.int64)
+        counts = K.sample_counts(indptr, pos_deg, seeds, off, np.int64(fanout),
+                                 bool(replace), weights is not None)
         offsets = np.zeros(seeds.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         out = np.empty(int(offsets[-1]), dtype=np.int64)
         k = np.uint64(int(key) & ((1 << 64) - 1))
-        if weighted:
-            assert self.edge_weight is not None
-            K.sample_weighted(indptr, values, self.edge_weight, self._cumw, seeds,
+        if weights is not None:
+            K.sample_weighted(indptr, values, weights.weight, weights.cumw, seeds,
                               off, np.int64(fanout), bool(replace), k, offsets, out)
         else:
             K.sample_uniform(indptr, values, seeds, off, np.int64(fanout),
@@ -169,9 +197,10 @@ class CSRSource(GraphSource):
             self._pos = np.arange(self.indices.size, dtype=np.int64)
         return self._pos
 
-    def _relation_csrs(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per relation: ``(indptr over the rows, edge positions of that relation)``, built
-        once (``E`` positions and ``R x (n_rows + 1)`` offsets in all)."""
+    def _relation_csrs(self) -> list[_RelationRows]:
+        """Per relation: its edge positions and offsets over the rows (and their weights
+        when the source is weighted), built once (``E`` positions and ``R x (n_rows + 1)``
+        offsets in all)."""
         if not self._by_rel:
             assert self.edge_rel is not None
             rel = np.asarray(self.edge_rel, dtype=np.int64)
@@ -183,7 +212,9 @@ class CSRSource(GraphSource):
                 pos = order[cuts[r]:cuts[r + 1]]
                 ptr = np.zeros(self.n_rows + 1, dtype=np.int64)
                 np.cumsum(np.bincount(row[pos], minlength=self.n_rows), out=ptr[1:])
-                built.append((pos, ptr))
+                weights = (None if self.edge_weight is None else
+                           _RowWeights.of(ptr, np.ascontiguousarray(self.edge_weight[pos])))
+                built.append(_RelationRows(pos, ptr, weights))
             self._by_rel = built  # one assignment: safe when sampler threads race here
         return self._by_rel
 
@@ -192,13 +223,12 @@ class CSRSource(GraphSource):
         if self.edge_rel is None or len(fanout) != self.num_relations:
             raise SamplerError(f"fanout={fanout!r}: a per-relation fanout needs a typed source "
                                f"with that many relations (this one has {self.num_relations})")
-        if self.weighted:
-            raise SamplerError("fanout: per-relation fanouts do not combine with edge weights")
         rows, picks = [], []
-        for r, (pos, ptr) in enumerate(self._relation_csrs()):
+        for r, rr in enumerate(self._relation_csrs()):
             if fanout[r] == 0:
                 continue
-            got = self._draw(ptr, pos, seeds, fanout[r], replace, K.mix_key(key, 0x4E1, r), False)
+            got = self._draw(rr.indptr, rr.positions, seeds, fanout[r], replace, K.mix_key(key, 0x4E1, r),
+                             rr.weights)
             rows.append(np.repeat(np.arange(seeds.size, dtype=np.int64), got.counts))
             picks.append(got.nbrs)
         row_all = np.concatenate(rows) if rows else np.empty(0, np.int64)

@@ -77,3 +77,59 @@ def test_uniform_across_nodes_under_one_key() -> None:
     src = CSRSource(indptr, indices)
     nbrs = src.sample_neighbors(np.arange(centres), 3, replace=False, key=0).nbrs
     assert stats.chisquare(np.bincount(nbrs - centres, minlength=D)).pvalue > 1e-3
+
+
+def typed_star(d: int = D) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The star with its leaves' edges alternating between relations 0 and 1, weighted
+    1..d: ``(indptr, indices, edge_rel, edge_weight)``."""
+    indptr, indices = star(d)
+    return indptr, indices, np.arange(d) % 2, np.arange(1, d + 1, dtype=np.float64)
+
+
+@pytest.mark.parametrize(("fanout", "replace", "calls"), [((6, 2), True, 1500), ((1, 1), False, 6000)])
+def test_weighted_per_relation_draws_are_proportional_within_each_relation(
+        fanout: tuple[int, int], replace: bool, calls: int) -> None:
+    indptr, indices, rel, w = typed_star()
+    src = CSRSource(indptr, indices, edge_rel=rel, num_relations=2, edge_weight=w)
+    seed = np.zeros(1, dtype=np.int64)
+    got = [src.sample_neighbors(seed, fanout, replace=replace, key=k) for k in range(calls)]
+    nbrs, rels = np.concatenate([g.nbrs for g in got]), np.concatenate([g.rels for g in got])
+    assert got[0].rels is not None and np.array_equal(rels, rel[nbrs - 1])  # each edge's own relation
+    for r in (0, 1):
+        leaves = np.flatnonzero(rel == r)
+        counts = np.bincount(nbrs[rels == r] - 1, minlength=D)[leaves]
+        assert counts.sum() == calls * fanout[r]
+        assert stats.chisquare(counts, f_exp=counts.sum() * w[leaves] / w[leaves].sum()).pvalue > 1e-3
+
+
+def test_weighted_per_relation_skips_zero_weights_and_takes_every_positive_edge_at_minus_one() -> None:
+    indptr, indices, rel, w = typed_star()
+    w[:8] = 0.0  # leaves 1..8: four of each relation never drawn
+    src = CSRSource(indptr, indices, edge_rel=rel, num_relations=2, edge_weight=w)
+    seed = np.zeros(1, dtype=np.int64)
+    for k in range(200):
+        got = src.sample_neighbors(seed, (3, -1), replace=False, key=k)
+        assert got.rels is not None and got.nbrs.min() > 8
+        assert np.array_equal(np.sort(got.nbrs[got.rels == 1]), np.flatnonzero((rel == 1) & (w > 0)) + 1)
+        assert np.sum(got.rels == 0) == 3 and np.unique(got.nbrs[got.rels == 0]).size == 3
+
+
+def test_weighted_per_relation_draws_are_the_same_from_the_owner_of_the_rows() -> None:
+    """The determinism contract with weights and per-relation fanouts: a source over
+    part of the rows (row_offset) draws what the whole graph draws for those seeds."""
+    rng = np.random.default_rng(0)
+    n, deg = 60, 12
+    indptr = np.arange(n + 1, dtype=np.int64) * deg
+    indices = rng.integers(0, n, n * deg)
+    rel, w = rng.integers(0, 3, n * deg), rng.random(n * deg) * (rng.random(n * deg) > 0.2)
+    whole = CSRSource(indptr, indices, edge_rel=rel, num_relations=3, edge_weight=w)
+    lo = 25
+    part = CSRSource(indptr[lo:] - indptr[lo], indices[indptr[lo]:], row_offset=lo, num_nodes=n,
+                     edge_rel=rel[indptr[lo]:], num_relations=3, edge_weight=w[indptr[lo]:])
+    seeds = np.arange(lo, n, 3)
+    for replace in (False, True):
+        a = whole.sample_neighbors(seeds, (2, 4, 0), replace=replace, key=7)
+        b = part.sample_neighbors(seeds, (2, 4, 0), replace=replace, key=7)
+        assert np.array_equal(a.counts, b.counts) and np.array_equal(a.nbrs, b.nbrs)
+        assert a.rels is not None and b.rels is not None and np.array_equal(a.rels, b.rels)
+        assert not np.any(a.rels == 2)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import signal
+import time
 import weakref
+from typing import Any
 
 import pytest
 
 from gnntrain.runtime import interrupts
+from gnntrain.runtime.ray_group import RayGroup
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -62,3 +65,35 @@ def test_a_users_handler_is_left_alone() -> None:
         assert signal.getsignal(signal.SIGINT) is mine
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+
+class _WaitOnly(RayGroup):
+    """A group with no workers and no placement group: only the coordinator's wait."""
+
+    def __init__(self) -> None:
+        self.stall_s = 120.0
+
+    def diagnose(self, timeout_s: float = 5.0, ranks: list[int] | None = None) -> list[dict[str, Any]]:
+        return []  # no progress to read
+
+
+def test_the_coordinators_wait_raises_a_swallowed_ctrl_c_at_once(ray_local: None) -> None:
+    """A worker call that would run for a minute: a dropped Ctrl-C ends the wait within
+    its first poll, not when the call returns."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def long_call() -> int:
+        time.sleep(60)
+        return 1
+
+    ref = long_call.remote()
+    t0 = time.monotonic()
+    try:
+        with interrupts.recorded(), pytest.raises(KeyboardInterrupt):
+            _swallowed_sigint()
+            _WaitOnly()._get([ref], phase="epoch 0")
+        assert time.monotonic() - t0 < 10
+    finally:
+        ray.cancel(ref, force=True)

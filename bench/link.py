@@ -23,6 +23,8 @@ Sections, all in one run on the same split (the config's seeded random split):
   trained with ``--seeds`` seeds (default 3; 2 with ``--smoke``): per-seed test Hits@50 and
   AUC, their means and standard deviations over seeds, and the gap of the means with its
   standard error. A single seed's Hits@50 moves by several points from seed to seed.
+  ``--first-seed K --pool-with bench/out/link.json`` adds seeds to an earlier run's and
+  summarises them all.
 * ``throughput`` -- training edges per second of our link batches (the task's batches of
   positives plus uniform negatives, sampled 3 hops with their target edges excluded)
   against DGL 2.1's ``as_edge_prediction_sampler`` + ``negative_sampler.Uniform``
@@ -241,14 +243,28 @@ MATCHED = ["sampler.fanouts=[-1,-1]", "train.eval=full", "task.options.exclude_t
 left in message passing, exact layer-wise evaluation (only the random streams differ)."""
 
 
-def seeds_section(cfg0: RunConfig, seeds: int) -> tuple[dict[str, Any], list[Check]]:
-    """The reference and ours (:data:`MATCHED`) trained with ``seeds`` seeds each: per-seed
-    test Hits@K and AUC, their means and spreads, and the gap of the means."""
+def earlier_seed_runs(path: Path | None) -> dict[str, list[dict[str, Any]]]:
+    """The per-seed rows of an earlier run's ``seeds`` section (its JSON), to pool with."""
+    if path is None:
+        return {"reference": [], "ours": []}
+    earlier = json.loads(path.read_text()).get("seeds")
+    if not isinstance(earlier, dict) or earlier.get("overrides") != MATCHED:
+        raise SystemExit(f"--pool-with {path}: no seeds section run with the overrides {MATCHED}")
+    return {name: list(earlier["runs"][name]) for name in ("reference", "ours")}
+
+
+def seeds_section(cfg0: RunConfig, seeds: int, first: int = 0,
+                  pool_with: Path | None = None) -> tuple[dict[str, Any], list[Check]]:
+    """The reference and ours (:data:`MATCHED`) trained with ``seeds`` seeds each (the
+    config's seed + ``first`` onwards): per-seed test Hits@K and AUC, their means and
+    spreads, and the gap of the means, over these seeds and those of ``pool_with``."""
     task, g = loaded_task(cfg0.with_overrides(MATCHED))
-    runs: dict[str, list[dict[str, Any]]] = {"reference": [], "ours": []}
+    runs = earlier_seed_runs(pool_with)
     checks: list[Check] = []
-    for i in range(seeds):
-        sd = cfg0.train.seed + i
+    new = [cfg0.train.seed + first + i for i in range(seeds)]
+    if clash := sorted({r["seed"] for r in runs["ours"]} & set(new)):
+        raise SystemExit(f"--pool-with {pool_with}: seeds {clash} ran there already; pass --first-seed")
+    for sd in new:
         ref = pyg_reference(cfg0, task, g, sd)
         res = ours(cfg0.with_overrides([*MATCHED, f"train.seed={sd}",
                                         f"train.eval_every={cfg0.train.epochs}"]), 1)
@@ -498,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds (best kept)")
     ap.add_argument("--seeds", type=int, default=3,
                     help="seeds of the reference and of ours in the seeds section (>= 2)")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="the seeds section's first seed, as an offset from the config's")
+    ap.add_argument("--pool-with", type=Path, default=None, metavar="JSON",
+                    help="an earlier bench/out/link.json whose seeds-section runs join this one's summary")
     args = ap.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     if [s for s in only if s not in SECTIONS] or args.seeds < 2:
@@ -516,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         checks += c
         uniform_run = next(r for r in rows if r["run"] == "ours, 1 process, layer-wise eval")
     if "seeds" in only:
-        out["seeds"], c = seeds_section(cfg0, 2 if args.smoke else args.seeds)
+        out["seeds"], c = seeds_section(cfg0, 2 if args.smoke else args.seeds, args.first_seed, args.pool_with)
         checks += c
     if "throughput" in only:
         out["throughput"] = tp = throughput_section(cfg0, args.smoke, tag, out["notes"],

@@ -49,6 +49,9 @@ def _check_one(fanout: object, what: str, *, zero: bool) -> int:
     return int(fanout)
 
 
+_NO_DEGREES = np.zeros(0, dtype=np.int64)  # what the uniform kernel is given for positive degrees
+
+
 @dataclass(frozen=True)
 class _RowWeights:
     """Edge weights over one CSR, with what the weighted kernel reads: the inclusive
@@ -177,7 +180,7 @@ class CSRSource(GraphSource):
         """The uniform kernel over one CSR whose entries are ``values``, or the weighted one
         when ``weights`` (aligned with ``values``) are given."""
         off = np.int64(self.row_offset)
-        pos_deg = weights.pos_deg if weights is not None else np.zeros(0, dtype=np.int64)
+        pos_deg = weights.pos_deg if weights is not None else _NO_DEGREES
         counts = K.sample_counts(indptr, pos_deg, seeds, off, np.int64(fanout),
                                  bool(replace), weights is not None)
         offsets = np.zeros(seeds.size + 1, dtype=np.int64)

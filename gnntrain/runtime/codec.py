@@ -153,15 +153,14 @@ def decode(enc: Encoded, dtype: str) -> np.ndarray:
     return _widen(enc.data, dtype)
 
 
-def decode_typed(reply: TypedReply, types: np.ndarray, dtype: str | Sequence[str],
-                 width: int) -> np.ndarray:
+def decode_typed(reply: TypedReply, types: np.ndarray, dtypes: Sequence[str], width: int) -> np.ndarray:
     """The float32 ``[len(types), width]`` rows of a typed reply to ids of node ``types``
-    (zeros beyond each type's columns); ``dtype``: one for every type, or one per type."""
+    (zeros beyond each type's columns), node type ``t`` sent at ``dtypes[t]``."""
     groups = value_groups(types)
     if len(groups) != len(reply):
         raise ValueError(f"typed feature reply: {len(reply)} groups for ids of {len(groups)} node types")
     out = np.zeros((np.asarray(types).shape[0], width), dtype=np.float32)
     for (t, pos), enc in zip(groups, reply, strict=True):
-        rows = decode(enc, dtype if isinstance(dtype, str) else dtype[t])
+        rows = decode(enc, dtypes[t])
         out[pos, :rows.shape[1]] = rows
     return out

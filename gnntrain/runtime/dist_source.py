@@ -227,6 +227,6 @@ class DistFeatureReader:
             if not isinstance(self.dtype, str):
                 raise ValueError("an untyped feature reply to a request with a dtype per node type")
             return decode(reply, self.dtype)
-        if self.types is None:
-            raise ValueError("a typed feature reply on a reader without node types")
+        if self.types is None or isinstance(self.dtype, str):
+            raise ValueError("a typed feature reply on a reader without node types and a dtype per type")
         return decode_typed(reply, self.types[ids], self.dtype, int(self.x_local.shape[1]))

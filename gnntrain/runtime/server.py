@@ -34,7 +34,7 @@ class PeerServer:
     def features(self, ids: np.ndarray, dtype: str | tuple[str, ...],
                  requester: int) -> Encoded | TypedReply:
         """Rows of owned ``ids`` at ``dtype``; on a typed graph one group per node type,
-        each at the type's width and dtype (``dtype[t]``; a str for every type)."""
+        each at the type's width and dtype ``dtype[t]``."""
         a = self.access
         sparse = a.cfg.train.sparse_feature_transfer
         x, local = a.part.x, ids - a.start
@@ -44,11 +44,12 @@ class PeerServer:
             enc = encode(x[local], dtype, sparse=sparse)
             a.comm.add("feature", requester, wire_bytes(enc), ids=ids)
             return enc
+        if isinstance(dtype, str):
+            raise ValueError(f"feature request with one dtype {dtype!r} on a typed part: expected one per node type")
         groups: list[Encoded] = []
         weights = np.zeros(len(x.tables), dtype=np.int64)  # the by-type split: encoded bytes
         for t, pos in value_groups(x.row_type[local]):
-            groups.append(encode(x.type_rows(t, local[pos]), dtype if isinstance(dtype, str) else dtype[t],
-                                 sparse=sparse))
+            groups.append(encode(x.type_rows(t, local[pos]), dtype[t], sparse=sparse))
             weights[t] = groups[-1].nbytes
         reply = tuple(groups)
         a.comm.add("feature", requester, wire_bytes(reply), ids=ids, type_weights=weights)

@@ -84,6 +84,17 @@ def test_remote_rows_travel_per_type_and_read_back_as_the_padded_rows(tmp_path: 
     group.shutdown()
 
 
+def test_a_typed_owner_refuses_a_request_with_one_dtype(tmp_path: Path) -> None:
+    """A typed graph's requests carry one dtype per node type; one dtype for all is a
+    caller's mistake, refused by name rather than read as a per-type sequence."""
+    group, _ = _group(typed_cfg(tmp_path, workers=2), tmp_path)
+    w1 = group.workers[1]
+    ids = np.arange(w1.access.start, w1.access.start + 3, dtype=np.int64)
+    with pytest.raises(ValueError, match="one dtype 'float32' on a typed part"):
+        w1.server.features(ids, "float32", requester=0)
+    group.shutdown()
+
+
 def test_a_dtype_mapping_is_read_from_the_config_and_a_bad_dtype_refused(tmp_path: Path) -> None:
     cfg = typed_cfg(tmp_path, "train.feature_dtype={paper: int8, author: float16}")
     assert cfg.train.feature_dtype == {"paper": "int8", "author": "float16"}

@@ -531,7 +531,9 @@ class ClusterConfig(_Frozen):
     workers: int = Field(1, ge=1)
     address: str | None = Field(None, description="Ray address; None starts Ray embedded")
     num_cpus: float | None = Field(None, gt=0, description="CPUs for the embedded instance")
-    cpus_per_worker: float | None = Field(None, gt=0)
+    cpus_per_worker: float | None = Field(None, gt=0, description="CPUs Ray reserves for each worker; "
+                                          "its torch threads are the whole ones (at least 1); None: "
+                                          "an equal share of the cluster's, at most 1")
     gpus_per_worker: float | None = Field(None, gt=0, le=1, description="fraction of a GPU per worker "
                                           "with train.device=cuda; default: the GPUs shared evenly")
     call_timeout_s: float = Field(120.0, gt=0, description="per-message limit of a peer's "

@@ -110,6 +110,13 @@ class RayPeers(Peers):
         self._gather(refs, "embedding-gradient")
 
 
+def whole_cpus() -> int:
+    """The whole CPUs Ray reserved for this actor (``cluster.cpus_per_worker``): its torch
+    threads, as Ray's ``OMP_NUM_THREADS`` convention has it; a share of a CPU (several
+    workers on one) gets one thread."""
+    return max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)))
+
+
 class WorkerActor:
     """The Ray actor around :class:`Worker` (decorated in :func:`actor_class`)."""
 
@@ -117,7 +124,7 @@ class WorkerActor:
                  model: ModelSpec, task: Task) -> None:
         from partition import open_training_set
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(whole_cpus())
         self.cfg = RunConfig.model_validate(cfg_raw)
         self.rank = rank
         self.world = world

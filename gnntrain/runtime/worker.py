@@ -77,6 +77,8 @@ class WorkerInfo:
     train_examples: int
     layerwise: bool
     num_layers: int
+    threads: int = 1
+    """torch's intra-op threads in the worker's process."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,7 +110,8 @@ class Worker:
     def info(self) -> WorkerInfo:
         layerwise = has_layerwise(self.model)
         return WorkerInfo(self.task.num_train_examples(self.access.part), layerwise,
-                          int(self.model.num_layers) if layerwise else 0)  # type: ignore[arg-type]
+                          int(self.model.num_layers) if layerwise else 0,  # type: ignore[arg-type]
+                          torch.get_num_threads())
 
     def setup_cache(self) -> dict[str, Any]:
         return self.access.setup_cache(self.task)

@@ -38,16 +38,20 @@ def test_one_worker_on_ray_equals_single_process_exactly(ray_local: None, tmp_pa
     assert any(not torch.equal(a[k], b[k]) for k in a), "dropout changed nothing"
 
 
-@pytest.mark.parametrize("workers", [2, 4])
-def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path, workers: int) -> None:
-    """All neighbours, no dropout, SGD, one step over the same global batch: same parameters."""
+@pytest.mark.parametrize(("workers", "cache"), [(2, []), (4, []),
+                                               (4, ["sampler.cache.policy=degree", "sampler.cache.size=0.3"])])
+def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path, workers: int,
+                                                  cache: list[str]) -> None:
+    """All neighbours, no dropout, SGD, one step over the same global batch: same parameters
+    (also with remote feature rows read from a cache)."""
     g = make_graph(240, seed=2)
     single = run_training(tiny_cfg(tmp_path, *ONE_STEP, fanouts="[-1,-1]"), single_process=True,
                           graph=g, progress=False)
-    dist = run_training(tiny_cfg(tmp_path, *ONE_STEP, workers=workers, fanouts="[-1,-1]"),
+    dist = run_training(tiny_cfg(tmp_path, *ONE_STEP, *cache, workers=workers, fanouts="[-1,-1]"),
                         graph=g, progress=False)
     a, b = final_params(single), final_params(dist)
     assert_params_close(b, a)
+    assert (dist["cache_hit_rate"] or 0) > 0 if cache else dist["cache_hit_rate"] is None
     # every replica took the same step (not only rank 0, whose state the checkpoint holds)
     digests = final_state(dist)["rank_digests"]
     assert len(digests) == workers and len(set(digests)) == 1, digests

@@ -15,6 +15,15 @@ from gnntrain.runtime.ray_group import RayGroup
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
+@pytest.fixture(autouse=True)
+def _default_sigint() -> Any:
+    """Python's own Ctrl-C handler, as an interactive run has it: a process started in the
+    background (``cmd &``) inherits SIGINT ignored, and then there is nothing to record."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 class _Held:
     pass
 

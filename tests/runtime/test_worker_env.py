@@ -90,13 +90,12 @@ def test_worker_actor_trims_after_every_coordinator_call(monkeypatch: pytest.Mon
     assert len(trims) == 2
 
 
-@pytest.mark.parametrize(("workers", "cpus", "threads"), [(1, 2.0, 2), (2, None, 1)])
+@pytest.mark.parametrize(("workers", "cpus", "threads"), [(1, ["cluster.cpus_per_worker=2"], 2), (2, [], 1)])
 def test_worker_threads_follow_the_cpus_ray_reserved(ray_local: None, tmp_path: Path, workers: int,
-                                                     cpus: float | None, threads: int) -> None:
+                                                     cpus: list[str], threads: int) -> None:
     """``cluster.cpus_per_worker=2`` gives a worker two torch threads; the default share of
     the test Ray's 2 CPUs between 2 workers one each."""
-    cfg = tiny_cfg(tmp_path, workers=workers)
-    cfg = cfg.model_copy(update={"cluster": cfg.cluster.model_copy(update={"cpus_per_worker": cpus})})
+    cfg = tiny_cfg(tmp_path, *cpus, workers=workers)
     pset = build_partition_set(make_graph(300, seed=3), cfg.partition)
     group = RayGroup(cfg, str(pset.path), workers, cfg.model.arch, NodeClassification())
     try:

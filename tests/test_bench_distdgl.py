@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 
-from bench.distdgl import PEER, peak_rss, time_to
+import pytest
+
+from bench.distdgl import PEER, peak_rss, seed_summary, time_to
 
 # a child that holds ~200 MiB for a while; the trailing argument puts the peer's file name
 # in its command line, as the DistDGL processes have it
@@ -37,3 +39,17 @@ def test_peak_rss_names_dgl_roles_and_sees_their_peak() -> None:
     assert set(roles) == {"dgl:server:1", "dgl:trainer:0"}
     assert procs[2].pid not in seen
     assert all(kib >= 200 * 1024 for kib in roles.values()), roles
+
+
+def test_seed_summary_gives_each_seed_and_the_mean_against_distdgl() -> None:
+    def r(label: str, acc: float) -> dict[str, object]:
+        return {"label": label, "test_acc": acc, "epoch_s": 1.0}
+
+    s = seed_summary({0: {"distdgl": r("D", 0.55), "fp32": r("G", 0.47)},
+                      1: {"distdgl": r("D", 0.60), "fp32": r("G", 0.70)}})
+    assert s["distdgl"]["test_acc"] == [0.55, 0.60]
+    assert "acc_points_vs_distdgl" not in s["distdgl"]
+    assert s["fp32"]["acc_points_vs_distdgl"] == pytest.approx([-8.0, 10.0])
+    assert s["fp32"]["acc_points_vs_distdgl_mean"] == pytest.approx(1.0)
+    assert (s["fp32"]["min"], s["fp32"]["max"]) == (0.47, 0.70)
+    assert s["fp32"]["mean"] == pytest.approx(0.585)

@@ -27,7 +27,7 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples
-	$(VENV)/bin/mypy gnntrain partition samplers
+	$(VENV)/bin/mypy gnntrain partition samplers bench examples
 
 bench-smoke: $(VENV)/.installed
 	$(PY) -m bench.smoke

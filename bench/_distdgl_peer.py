@@ -196,7 +196,7 @@ def launch(npz, out_dir, s):  # type: ignore[no-untyped-def]
     role = f"{sys.executable} {os.path.abspath(__file__)} role {npz} {out_dir} '{json.dumps(s)}'"
     procs, logs = [], []
     t0 = time.time()
-    rcs = []
+    rcs: list[int | str] = []
     try:
         r = _sh(f"ip link add {BRIDGE} type bridge && ip addr add {ips[0]}/24 dev {BRIDGE} && "
                 f"ip link set {BRIDGE} up")

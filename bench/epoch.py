@@ -69,6 +69,7 @@ from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
 from gnntrain.models import build_model
+from gnntrain.models.protocol import LayerwiseModel
 from partition.graph import Graph
 from samplers import Block
 
@@ -230,6 +231,7 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
         adj = torch.sparse_csr_tensor(torch.from_numpy(graph.indptr), torch.from_numpy(graph.indices),
                                       torch.ones(graph.num_edges), size=(n, n))
     model = build_model(cfg.model.arch, cfg.model, graph.num_features, graph.num_classes, cfg.train.seed)
+    assert isinstance(model, LayerwiseModel), "the built-in models are layer-wise"
     opt = make_optimizer(model, cfg.train.optimizer, cfg.train.lr, cfg.train.weight_decay)
     x, y = torch.from_numpy(graph.x), torch.from_numpy(graph.y)
     tr = torch.from_numpy(graph.train_idx)
@@ -269,8 +271,10 @@ def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) 
     """Seconds per training step for the four combinations of the two speed-ups."""
     import gnntrain.models.builtin as models
     from samplers import Block, CSRSource, NeighborSampler
+    from samplers.config import resolve_fanouts
 
-    sampler = NeighborSampler(CSRSource.from_graph(graph), list(cfg.sampler.fanouts))
+    sampler = NeighborSampler(CSRSource.from_graph(graph),
+                              resolve_fanouts(cfg.sampler.fanouts, graph.edge_type_names))
     rng = np.random.default_rng(cfg.train.seed)
     data = []
     for i in range(batches):

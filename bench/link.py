@@ -58,7 +58,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -76,7 +76,16 @@ CONFIG = "ca-HepPh-link.yaml"
 SMOKE = ["dataset={name: link-smoke, source: synthetic, synthetic: {nodes: 1500, avg_degree: 10, "
          "features: 16, classes: 4, seed: 0}}", "train.epochs=2", "train.eval_every=1",
          "sampler.batch_size=1024", "model.hidden=32"]
-THROUGHPUT = {"fanouts": [15, 10, 5], "batch_size": 1024, "negatives": 1, "threads": 1}
+class Throughput(TypedDict):
+    """The throughput workload, as also handed to the DGL peer."""
+
+    fanouts: list[int]
+    batch_size: int
+    negatives: int
+    threads: int
+
+
+THROUGHPUT: Throughput = {"fanouts": [15, 10, 5], "batch_size": 1024, "negatives": 1, "threads": 1}
 
 
 def loaded_task(cfg: RunConfig) -> tuple[LinkPrediction, Graph]:
@@ -296,10 +305,10 @@ def ours_throughput(task: LinkPrediction, g: Graph, batches: int, warmup: int) -
     from partition import Part
     from samplers import CSRSource, NeighborSampler
 
-    torch.set_num_threads(THROUGHPUT["threads"])  # type: ignore[arg-type]
+    torch.set_num_threads(THROUGHPUT["threads"])
     part = Part.whole_graph(g)
-    sampler = NeighborSampler(CSRSource(g.indptr, g.indices), list(THROUGHPUT["fanouts"]))  # type: ignore[arg-type]
-    steps = -(-g.num_edges // int(THROUGHPUT["batch_size"]))  # type: ignore[call-overload]
+    sampler = NeighborSampler(CSRSource(g.indptr, g.indices), list(THROUGHPUT["fanouts"]))
+    steps = -(-g.num_edges // THROUGHPUT["batch_size"])
     done = edges = inputs = 0
     sec = 0.0
     epoch = 0

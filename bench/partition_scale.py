@@ -240,11 +240,11 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
         print(f"  {m} coordinator peak MiB per step: {last['coordinator_step_peak_mib']}")
         print(f"  {m} task peak MiB per kind of task: {last['task_peak_mib']}")
     for m in methods:
-        r = {w: rows[f"{m} w={w}"] for w in workers}
+        first, last = rows[f"{m} w={workers[0]}"], rows[f"{m} w={workers[-1]}"]
         if len(workers) > 1:
             print(f"  {m}: {workers[0]} -> {workers[-1]} task processes: "
-                  f"{r[workers[0]]['seconds']:.1f} s -> {r[workers[-1]]['seconds']:.1f} s "
-                  f"({r[workers[0]]['seconds'] / r[workers[-1]]['seconds']:.2f}x)")
+                  f"{first['seconds']:.1f} s -> {last['seconds']:.1f} s "
+                  f"({first['seconds'] / last['seconds']:.2f}x)")
     if "multilevel" in methods:
         ml = rows[f"multilevel w={workers[-1]}"]
         cut = checks["multilevel"]["edge_cut"] / mc["edge_cut"]

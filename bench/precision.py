@@ -32,12 +32,13 @@ from gnntrain.models import build_model
 from gnntrain.precision import resolve_precision
 from gnntrain.tasks import NodeClassification
 from samplers import CSRSource, NeighborSampler, prepare
+from samplers.config import resolve_fanouts
 
 
 def step_times(overrides: list[str], batches: int, repeats: int) -> dict[str, Any]:
     cfg = bench_config("synthetic-small.yaml", overrides, "precision")
     graph = load_dataset(cfg.dataset)
-    sampler = NeighborSampler(CSRSource.from_graph(graph), list(cfg.sampler.fanouts))
+    sampler = NeighborSampler(CSRSource.from_graph(graph), resolve_fanouts(cfg.sampler.fanouts, graph.edge_type_names))
     rng = np.random.default_rng(0)
     items = []
     for i in range(batches):

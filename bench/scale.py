@@ -81,7 +81,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from gnntrain.config import ConfigError, RunConfig, load_config
+from gnntrain.config import ConfigError, RunConfig, SyntheticDataset, load_config
 from gnntrain.data.synthetic import generate
 from gnntrain.engine import steps_per_epoch
 from gnntrain.report import fmt_bytes
@@ -93,6 +93,7 @@ from partition import PartitionSet, build_partition_set
 from partition.graph import Graph
 from partition.steps import StepRecorder
 from samplers import CSRSource, NeighborSampler
+from samplers.config import resolve_fanouts
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "scale"
@@ -252,7 +253,8 @@ def single_seed_inputs(graph: Graph, cfg: RunConfig, count: int = 1000) -> float
     """Mean input nodes of a batch of ONE training seed (whole graph, same fanouts): the
     per-seed inputs when no two seeds of a batch share a sampled node."""
     sc = cfg.sampler
-    sampler = NeighborSampler(CSRSource(graph.indptr, graph.indices), list(sc.fanouts),
+    sampler = NeighborSampler(CSRSource(graph.indptr, graph.indices),
+                              resolve_fanouts(sc.fanouts, graph.edge_type_names),
                               replace=sc.replace, weighted=sc.weighted)
     rng = np.random.default_rng(0)
     seeds = rng.choice(graph.train_idx, size=min(count, graph.train_idx.size), replace=False)
@@ -337,8 +339,9 @@ def measure_size(cfg: RunConfig, ks: list[int], verify_nodes: int,
                  con: Console) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate one graph and partition it at every k (the graph is then dropped), then
     simulate every k; sizes up to ``verify_nodes`` also run ``simulate_k`` itself."""
+    if not isinstance(cfg.dataset, SyntheticDataset):
+        raise ValueError(f"dataset.source={cfg.dataset.source!r}: bench.scale generates its graphs (synthetic)")
     syn = cfg.dataset.synthetic
-    assert syn is not None
     meter = Meter()
     with meter("generate"):
         graph = generate(syn, name=cfg.dataset.name)
@@ -413,10 +416,14 @@ def per_seed_row(cfg: RunConfig, pset: PartitionSet, sim: dict[str, Any], ref: d
 def _cached_rows(cfg: RunConfig, nodes: int, offsets: np.ndarray) -> int:
     """Rows all workers' caches hold (``sampler.cache.size`` as a fraction of remote rows)."""
     cc = cfg.sampler.cache
-    if cc.policy == "none" or cc.size > 1 or len(offsets) <= 2:
+    if isinstance(cc.size, dict):
+        raise ValueError(f"sampler.cache.size={cc.size!r}: a per-type mapping is for typed graphs; "
+                         "bench.scale simulates untyped ones (give one fraction)")
+    size = float(cc.size)
+    if cc.policy == "none" or size > 1 or len(offsets) <= 2:
         return 0
     owned = np.diff(np.asarray(offsets, dtype=np.int64))
-    return int(sum(int(cc.size * (nodes - o)) for o in owned))
+    return int(sum(int(size * (nodes - o)) for o in owned))
 
 
 # -- extrapolation ------------------------------------------------------------------------

@@ -114,7 +114,8 @@ class Watch:
         return sum(1 for ln in files[0].read_text().splitlines() if ln.strip())
 
     def _loop(self) -> None:
-        done, before = 0, {}  # epoch lines seen; a sample surely taken before the newest line
+        done = 0  # epoch lines seen
+        before: dict[int, int] = {}  # a sample surely taken before the newest line
         while not self._stop.is_set():
             now = procs.rss(worker_processes())
             done = self.tick(now, before, done, self._lines())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
@@ -77,7 +77,7 @@ class NeighborSampler:
     determinism contract in :mod:`samplers.base`).
     """
 
-    def __init__(self, source: GraphSource, fanouts: list[Fanout], *, replace: bool = False,
+    def __init__(self, source: GraphSource, fanouts: Sequence[Fanout], *, replace: bool = False,
                  weighted: bool = False,
                  relabel: Literal["auto", "dense", "hash"] = "auto") -> None:
         if not isinstance(source, GraphSource):

@@ -9,8 +9,12 @@ the validation and test pairs. After partitioning, :meth:`placed` records the re
 every edge ``u -> v`` whose destination it owns, so each directed training edge is owned by
 the owner of its destination and nothing is stored twice. On a user-item graph the
 examples are the ``user -> item`` edges (the ``item -> user`` reverses carry messages
-only). An epoch shuffles a part's examples (seeded by (seed, epoch, rank)) into exactly
-``steps`` batches.
+only). The message-passing graph holds both directions of every edge: ``examples:
+directed`` (the default) trains on both; ``examples: undirected`` on each edge once, ``u -> v`` with
+``u < v`` in the graph's ids (owned by the owner of ``v``), as OGB's examples and PyG's
+``RandomLinkSplit`` train: for a symmetric decoder (``dot``, ``mlp`` on ``h_u * h_v``)
+the two directions are one example scored twice. An epoch shuffles a part's examples
+(seeded by (seed, epoch, rank)) into exactly ``steps`` batches.
 
 **Negatives** per positive ``(u, v)``, ``num_negatives`` of them, ``(u, w)`` with ``w``:
 ``uniform`` over the destination space (all nodes; the items of a user-item graph),
@@ -90,6 +94,7 @@ DECODERS = ("dot", "mlp")
 LOSSES = ("bce", "bpr")
 NEGATIVES = ("uniform", "uniform_pairs", "degree", "in_batch")
 RANKINGS = ("pairs", "items", "per_source")
+EXAMPLES = ("directed", "undirected")
 _CONCAT_KEYS = ("pos", "neg", "user", "recall", "ndcg", "pid", "rr")
 _USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
 
@@ -108,8 +113,10 @@ class LinkPrediction(Task):
     def __init__(self, decoder: str = "dot", loss: str = "bce", negatives: str = "uniform",
                  num_negatives: int = 1, exclude_targets: bool = True, hits_k: int = 20,
                  val_frac: float = 0.05, test_frac: float = 0.1, split_seed: int = 0,
-                 keep_train_per_node: bool = True, ranking: str = "pairs") -> None:
+                 keep_train_per_node: bool = True, ranking: str = "pairs",
+                 examples: str = "directed") -> None:
         _option("decoder", decoder, DECODERS)
+        _option("examples", examples, EXAMPLES)
         _option("ranking", ranking, RANKINGS)
         _option("loss", loss, LOSSES)
         _option("negatives", negatives, NEGATIVES)
@@ -126,7 +133,7 @@ class LinkPrediction(Task):
         self.num_negatives, self.exclude_targets, self.hits_k = num_negatives, exclude_targets, hits_k
         self.val_frac, self.test_frac, self.split_seed = float(val_frac), float(test_frac), split_seed
         self.keep_train_per_node = bool(keep_train_per_node)
-        self.ranking = ranking
+        self.ranking, self.examples = ranking, examples
         if ranking != "pairs":  # the headline follows the protocol
             self.metric = "recall" if ranking == "items" else "mrr"  # type: ignore[misc]
         self.split: EdgeSplit | None = None
@@ -170,10 +177,10 @@ class LinkPrediction(Task):
                                   fallback_dim=getattr(dataset, "fallback_dim", 32), x=x)
         self.split = split
         lo, hi = split.dst_range
-        # partitioners balance the owned training examples: in-edges into the destination range
-        weight = np.zeros(g.num_nodes, dtype=np.int64)
-        weight[lo:hi] = g.in_degrees()[lo:hi]
-        g = g.with_train_weight(weight)
+        # partitioners balance the owned training examples
+        dst = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
+        g = g.with_train_weight(np.bincount(dst[self._is_example(g.indices, dst)],
+                                            minlength=g.num_nodes).astype(np.int64))
         w = np.diff(g.indptr)[lo:hi].astype(np.float64) ** 0.75
         self._cdf = np.cumsum(w)
         self._pairs, self._pids = {}, {}
@@ -214,19 +221,22 @@ class LinkPrediction(Task):
             raise ValueError("task.options.ranking='items' ranks every item from the layer-wise "
                              "rows: set train.eval=full with a model that has layer(i, block, h)")
 
+    def _is_example(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Which message-passing edges ``src -> dst`` (graph ids) are training examples:
+        those into the destination range (the items of a user-item graph, so every positive
+        is a (user, item) pair and its negatives are items), and with ``examples:
+        undirected`` only the direction with ``src < dst``."""
+        lo, hi = self._need_split().dst_range
+        keep = (dst >= lo) & (dst < hi)
+        return keep & (src < dst) if self.examples == "undirected" else keep
+
     def _train_edges(self, part: Part) -> tuple[np.ndarray, np.ndarray]:
-        """The part's training edges ``(src, dst)``, partitioned ids: its in-edges; on a
-        user-item graph only those into an item (``user -> item``), so every positive is a
-        (user, item) pair and its negatives are items, never the reverse direction."""
+        """The part's training edges ``(src, dst)``, partitioned ids: the in-edges that are
+        examples (:meth:`_is_example`)."""
         dst = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
         src = np.asarray(part.indices, dtype=np.int64)
-        split = self._need_split()
-        lo, hi = split.dst_range
-        if lo > 0 or hi < split.num_nodes:
-            g = self._to_graph(dst)
-            keep = (g >= lo) & (g < hi)
-            src, dst = src[keep], dst[keep]
-        return src, dst
+        keep = self._is_example(self._to_graph(src), self._to_graph(dst))
+        return src[keep], dst[keep]
 
     def num_train_examples(self, part: Part) -> int:
         return int(self._train_edges(part)[0].shape[0])

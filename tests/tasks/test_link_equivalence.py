@@ -23,15 +23,18 @@ LINK = ["task.kind=link", 'task.options={"exclude_targets": false, "hits_k": 5, 
         "train.eval=sampled", *ONE_STEP, "sampler.batch_size=100000"]
 
 
-@pytest.mark.parametrize("workers", [2, 4])
-def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path, workers: int) -> None:
+@pytest.mark.parametrize(("workers", "examples"), [(2, "directed"), (4, "directed"), (2, "undirected")])
+def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path, workers: int,
+                                                  examples: str) -> None:
     """All neighbours, SGD, one step over all training edges: the union of the workers'
     batches (positives owned by their destination's owner, negatives hashed from the edge)
-    is the single process's batch, so the parameters after the step agree."""
+    is the single process's batch, so the parameters after the step agree; with
+    ``examples: undirected`` each edge's one example is owned by one worker."""
     g = make_graph(240, seed=2)
-    single = run_training(tiny_cfg(tmp_path, *LINK, fanouts="[-1,-1]"), single_process=True,
+    common = [*LINK, f"task.options.examples={examples}"]
+    single = run_training(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), single_process=True,
                           graph=g, progress=False)
-    dist = run_training(tiny_cfg(tmp_path, *LINK, workers=workers, fanouts="[-1,-1]"),
+    dist = run_training(tiny_cfg(tmp_path, *common, workers=workers, fanouts="[-1,-1]"),
                         graph=g, progress=False)
     a, b = final_params(single), final_params(dist)
     assert_params_close(b, a)

@@ -109,6 +109,28 @@ def test_epoch_covers_every_training_edge_once() -> None:
     assert not any((u, v) in edges or (v, u) in edges for u, v in task.split.test.tolist())
 
 
+def test_undirected_examples_take_each_training_edge_once() -> None:
+    """``examples: undirected``: an epoch's positives are the split's training edges, each
+    once (``u < v``), owned by ``v``'s part; the partitioners balance those counts."""
+    task, part = loaded(examples="undirected", num_negatives=2)
+    assert task.split is not None
+    seen = []
+    for b in task.epoch_batches(part, 5, seed=1, epoch=0, rank=0, shuffle=True):
+        pos = b.payload["label"] == 1
+        seen += list(zip(b.nodes[b.payload["src"][pos]].tolist(), b.nodes[b.payload["dst"][pos]].tolist(),
+                         strict=True))
+    assert all(u < v for u, v in seen)
+    assert sorted(seen) == sorted(map(tuple, np.sort(task.split.train, axis=1).tolist()))
+    assert task.num_train_examples(part) == len(seen) == task.split.train.shape[0]
+    owned = np.bincount([v for _, v in seen], minlength=part.num_owned)
+    g = task.load_graph(DS, make_graph(200, avg_degree=6, seed=0))
+    assert np.array_equal(g.train_weights(), owned)
+    directed, _ = loaded(examples="directed")
+    assert directed.num_train_examples(part) == 2 * len(seen)
+    with pytest.raises(ConfigError, match="task.options.examples='both'"):
+        build_task("link", {"examples": "both"})
+
+
 @pytest.mark.parametrize("negatives", ["uniform", "uniform_pairs"])
 def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
     """The same positive gets the same negatives after any renumbering (partitioning)."""

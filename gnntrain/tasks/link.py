@@ -10,10 +10,10 @@ every edge ``u -> v`` whose destination it owns, so each directed training edge 
 the owner of its destination and nothing is stored twice. On a user-item graph the
 examples are the ``user -> item`` edges (the ``item -> user`` reverses carry messages
 only). The message-passing graph holds both directions of every edge: ``examples:
-directed`` (the default) trains on both; ``examples: undirected`` on each edge once, ``u -> v`` with
-``u < v`` in the graph's ids (owned by the owner of ``v``), as OGB's examples and PyG's
-``RandomLinkSplit`` train: for a symmetric decoder (``dot``, ``mlp`` on ``h_u * h_v``)
-the two directions are one example scored twice. An epoch shuffles a part's examples
+directed`` (the default) trains on both; ``examples: undirected`` on each edge once,
+``u -> v`` with ``u < v`` in the graph's ids (owned by the owner of ``v``), as OGB's
+examples and PyG's ``RandomLinkSplit`` train: for a symmetric decoder (``dot``, ``mlp``
+on ``h_u * h_v``) the two directions are one example scored twice. An epoch shuffles a part's examples
 (seeded by (seed, epoch, rank)) into exactly ``steps`` batches.
 
 **Negatives** per positive ``(u, v)``, ``num_negatives`` of them, ``(u, w)`` with ``w``:
@@ -178,9 +178,12 @@ class LinkPrediction(Task):
         self.split = split
         lo, hi = split.dst_range
         # partitioners balance the owned training examples
-        dst = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
-        g = g.with_train_weight(np.bincount(dst[self._is_example(g.indices, dst)],
-                                            minlength=g.num_nodes).astype(np.int64))
+        if self._every_in_edge_is_example():
+            weight = g.in_degrees().astype(np.int64)
+        else:
+            dst = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
+            weight = np.bincount(dst[self._is_example(g.indices, dst)], minlength=g.num_nodes)
+        g = g.with_train_weight(weight.astype(np.int64))
         w = np.diff(g.indptr)[lo:hi].astype(np.float64) ** 0.75
         self._cdf = np.cumsum(w)
         self._pairs, self._pids = {}, {}
@@ -221,6 +224,10 @@ class LinkPrediction(Task):
             raise ValueError("task.options.ranking='items' ranks every item from the layer-wise "
                              "rows: set train.eval=full with a model that has layer(i, block, h)")
 
+    def _every_in_edge_is_example(self) -> bool:
+        split = self._need_split()
+        return self.examples == "directed" and split.dst_range == (0, split.num_nodes)
+
     def _is_example(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Which message-passing edges ``src -> dst`` (graph ids) are training examples:
         those into the destination range (the items of a user-item graph, so every positive
@@ -235,6 +242,8 @@ class LinkPrediction(Task):
         examples (:meth:`_is_example`)."""
         dst = np.repeat(np.arange(part.start, part.stop, dtype=np.int64), np.diff(part.indptr))
         src = np.asarray(part.indices, dtype=np.int64)
+        if self._every_in_edge_is_example():  # no mask to build, every epoch
+            return src, dst
         keep = self._is_example(self._to_graph(src), self._to_graph(dst))
         return src[keep], dst[keep]
 

@@ -24,7 +24,13 @@ random pairs OGB's own examples train against and its ``edge_neg`` evaluation se
 (the destinations of other positives of the same batch: no extra nodes to sample). The
 uniform, uniform_pairs and degree draws are a hash of (seed, epoch, u, v, j) in the graph's own ids, so
 a positive gets the same negatives whichever worker, step or partitioning draws it; that
-makes k workers over one global batch equal to one process exactly.
+makes k workers over one global batch equal to one process exactly. With
+``reject_edges`` a drawn pair that is a training edge (either direction of an undirected
+graph) or a self-loop is drawn again from the next stream of the same hash, up to
+``MAX_REDRAWS`` times (what PyG's ``negative_sampling`` and DGL's ``GlobalUniform`` give:
+negatives that are not edges of the message-passing graph); the test is a sorted array of
+the training edges' keys in graph ids (8 bytes per edge on each worker), so the draws stay
+the same on every worker and partitioning.
 
 **Batches**: ``SeedBatch(nodes = unique endpoints, payload = pairs as indices into nodes)``
 sampled once; with ``exclude_targets`` (default) the batch's positive edges and their
@@ -97,6 +103,10 @@ RANKINGS = ("pairs", "items", "per_source")
 EXAMPLES = ("directed", "undirected")
 _CONCAT_KEYS = ("pos", "neg", "user", "recall", "ndcg", "pid", "rr")
 _USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
+MAX_REDRAWS = 16
+"""``reject_edges``: draws of one negative before an edge is kept (a graph that dense is
+near-complete; PyG's ``negative_sampling`` returns fewer negatives then)."""
+_MAX_KEYED_NODES = 3_037_000_499  # n * n + n below 2^63
 
 
 def _option(name: str, value: Any, allowed: Sequence[Any]) -> None:
@@ -114,12 +124,19 @@ class LinkPrediction(Task):
                  num_negatives: int = 1, exclude_targets: bool = True, hits_k: int = 20,
                  val_frac: float = 0.05, test_frac: float = 0.1, split_seed: int = 0,
                  keep_train_per_node: bool = True, ranking: str = "pairs",
-                 examples: str = "directed") -> None:
+                 examples: str = "directed", reject_edges: bool = False) -> None:
         _option("decoder", decoder, DECODERS)
         _option("examples", examples, EXAMPLES)
         _option("ranking", ranking, RANKINGS)
         _option("loss", loss, LOSSES)
         _option("negatives", negatives, NEGATIVES)
+        if not isinstance(reject_edges, bool):
+            raise ValueError(f"task.options.reject_edges={reject_edges!r}: must be true or false")
+        if reject_edges and negatives == "in_batch":
+            raise ValueError("task.options.reject_edges=true redraws negatives that are edges, but "
+                             "negatives='in_batch' draws none (they are other positives' "
+                             "destinations): use negatives uniform, uniform_pairs or degree, or "
+                             "reject_edges: false")
         for name, v, lo in (("num_negatives", num_negatives, 1), ("hits_k", hits_k, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"task.options.{name}={v!r}: must be an int >= {lo}")
@@ -134,6 +151,8 @@ class LinkPrediction(Task):
         self.val_frac, self.test_frac, self.split_seed = float(val_frac), float(test_frac), split_seed
         self.keep_train_per_node = bool(keep_train_per_node)
         self.ranking, self.examples = ranking, examples
+        self.reject_edges = reject_edges
+        self._edge_keys: np.ndarray | None = None  # sorted training-edge keys, graph ids
         if ranking != "pairs":  # the headline follows the protocol
             self.metric = "recall" if ranking == "items" else "mrr"  # type: ignore[misc]
         self.split: EdgeSplit | None = None
@@ -175,7 +194,7 @@ class LinkPrediction(Task):
         g = message_passing_graph(split, dataset.name,
                                   feature_fallback=getattr(dataset, "feature_fallback", "degree"),
                                   fallback_dim=getattr(dataset, "fallback_dim", 32), x=x)
-        self.split = split
+        self.split, self._edge_keys = split, None
         lo, hi = split.dst_range
         # partitioners balance the owned training examples
         if self._every_in_edge_is_example():
@@ -258,23 +277,66 @@ class LinkPrediction(Task):
         if self.negatives == "in_batch":
             shift = np.arange(1, k + 1)[None, :]
             return None, dst[(np.arange(dst.size)[:, None] + shift) % max(1, dst.size)]
+        shape = (src.size, k)
+        gs = np.broadcast_to(self._to_graph(src)[:, None], shape).reshape(-1)
+        gd = np.broadcast_to(self._to_graph(dst)[:, None], shape).reshape(-1)
+        col = np.broadcast_to(np.arange(k)[None, :], shape).reshape(-1)
+        v, w = self._draw(seed, epoch, gs, gd, col, 0)
+        if self.reject_edges:
+            bad = self._is_edge(gs if v is None else v, w)
+            for attempt in range(1, MAX_REDRAWS + 1):
+                if not bad.any():
+                    break
+                i = np.flatnonzero(bad)
+                rv, w[i] = self._draw(seed, epoch, gs[i], gd[i], col[i], attempt)
+                if v is not None and rv is not None:
+                    v[i] = rv
+                bad[i] = self._is_edge(gs[i] if v is None else v[i], w[i])
+        w_new = self._to_new(w).reshape(shape)
+        return (None if v is None else self._to_new(v).reshape(shape)), w_new
+
+    def _draw(self, seed: int, epoch: int, gs: np.ndarray, gd: np.ndarray, col: np.ndarray,
+              attempt: int) -> tuple[np.ndarray | None, np.ndarray]:
+        """Draw ``attempt`` of negative ``col`` of each positive ``gs -> gd`` (graph ids):
+        the source (None: the positive's own) and the destination, graph ids. Attempt 0
+        uses hash streams (none, 1); a redraw ``a`` streams ``2a`` and ``2a + 1``."""
         split = self._need_split()
-        gs, gd = self._to_graph(src)[:, None], self._to_graph(dst)[:, None]
-        col = np.arange(k)[None, :]
         lo, hi = split.dst_range
-        u = hash_uniform(seed, epoch, gs, gd, col)
+        extra = () if attempt == 0 else (2 * attempt,)
+        u = hash_uniform(seed, epoch, gs, gd, col, *extra)
         if self.negatives == "degree":
             assert self._cdf is not None
             w = lo + np.minimum(np.searchsorted(self._cdf, u * self._cdf[-1], side="right"),
                                 hi - lo - 1)
-            return None, self._to_new(w)
-        w = lo + np.minimum((u * (hi - lo)).astype(np.int64), hi - lo - 1)
-        if self.negatives == "uniform":
-            return None, self._to_new(w)
+        else:
+            w = lo + np.minimum((u * (hi - lo)).astype(np.int64), hi - lo - 1)
+        if self.negatives != "uniform_pairs":
+            return None, w
         s_hi = lo if lo > 0 else split.num_nodes  # a user-item graph's sources are its users
-        us = hash_uniform(seed, epoch, gs, gd, col, 1)
-        v = np.minimum((us * s_hi).astype(np.int64), s_hi - 1)
-        return self._to_new(v), self._to_new(w)
+        us = hash_uniform(seed, epoch, gs, gd, col, 2 * attempt + 1)
+        return np.minimum((us * s_hi).astype(np.int64), s_hi - 1), w
+
+    def _is_edge(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether each pair ``a -> b`` (graph ids) is a self-loop or a training edge (either
+        direction when the split is undirected)."""
+        split = self._need_split()
+        n = np.int64(split.num_nodes)
+        if self._edge_keys is None:
+            if split.num_nodes > _MAX_KEYED_NODES:
+                raise ValueError(f"task.options.reject_edges=true keys each edge as u * n + v in "
+                                 f"int64, which holds at most {_MAX_KEYED_NODES:,} nodes; the graph "
+                                 f"has {split.num_nodes:,}: set reject_edges: false")
+            tr = split.train.astype(np.int64)
+            if split.undirected:
+                tr = np.sort(tr, axis=1)
+            self._edge_keys = np.unique(tr[:, 0] * n + tr[:, 1])
+        if split.undirected:
+            a, b = np.minimum(a, b), np.maximum(a, b)
+        key = a.astype(np.int64) * n + b
+        keys = self._edge_keys
+        at = np.minimum(np.searchsorted(keys, key), max(0, keys.size - 1))
+        hit = keys[at] == key if keys.size else np.zeros(key.shape, bool)
+        return hit | (a == b)
 
     def _batch(self, src: np.ndarray, dst: np.ndarray, neg_dst: np.ndarray | None,
                neg_src: np.ndarray | None = None, exclude: bool = False) -> SeedBatch:

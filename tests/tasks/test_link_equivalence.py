@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from gnntrain.models import build_model
 from gnntrain.rundir import RunDir
@@ -23,15 +24,18 @@ LINK = ["task.kind=link", 'task.options={"exclude_targets": false, "hits_k": 5, 
         "train.eval=sampled", *ONE_STEP, "sampler.batch_size=100000"]
 
 
-@pytest.mark.parametrize(("workers", "examples"), [(2, "directed"), (4, "directed"), (2, "undirected")])
+@pytest.mark.parametrize(("workers", "examples", "reject"),
+                         [(2, "directed", False), (4, "directed", False), (2, "undirected", True)])
 def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path, workers: int,
-                                                  examples: str) -> None:
+                                                  examples: str, reject: bool) -> None:
     """All neighbours, SGD, one step over all training edges: the union of the workers'
     batches (positives owned by their destination's owner, negatives hashed from the edge)
     is the single process's batch, so the parameters after the step agree; with
-    ``examples: undirected`` each edge's one example is owned by one worker."""
+    ``examples: undirected`` each edge's one example is owned by one worker, and with
+    ``reject_edges`` every worker redraws the same negatives."""
     g = make_graph(240, seed=2)
-    common = [*LINK, f"task.options.examples={examples}"]
+    common = [*LINK, f"task.options.examples={examples}",
+              f"task.options.reject_edges={str(reject).lower()}"]
     single = run_training(tiny_cfg(tmp_path, *common, fanouts="[-1,-1]"), single_process=True,
                           graph=g, progress=False)
     dist = run_training(tiny_cfg(tmp_path, *common, workers=workers, fanouts="[-1,-1]"),
@@ -46,6 +50,11 @@ def test_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Pat
     fs, fd = single["final"], dist["final"]
     assert fd["val_hits"] == pytest.approx(fs["val_hits"], abs=1e-9)
     assert fd["test_hits"] == pytest.approx(fs["test_hits"], abs=1e-9)
+    if reject:  # negatives were really redrawn: without rejection the step ends elsewhere
+        plain = run_training(tiny_cfg(tmp_path, *LINK, f"task.options.examples={examples}",
+                                      fanouts="[-1,-1]"), single_process=True, graph=g, progress=False)
+        p = final_params(plain)
+        assert any(not torch.equal(p[k], a[k]) for k in a)
 
 
 def test_layerwise_evaluation_on_two_workers_equals_single_process(ray_local: None,

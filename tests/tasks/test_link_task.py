@@ -18,10 +18,11 @@ from tests.conftest import make_graph
 DS = parse_dataset({"name": "tiny", "source": "synthetic"})
 
 
-def loaded(n: int = 200, seed: int = 0, **opts: object) -> tuple[LinkPrediction, Part]:
+def loaded(n: int = 200, seed: int = 0, avg_degree: int = 6,
+           **opts: object) -> tuple[LinkPrediction, Part]:
     opts.setdefault("hits_k", 5)
     task = LinkPrediction(**opts)  # type: ignore[arg-type]
-    g = task.load_graph(DS, make_graph(n, avg_degree=6, seed=seed))
+    g = task.load_graph(DS, make_graph(n, avg_degree=avg_degree, seed=seed))
     return task, Part.whole_graph(g)
 
 
@@ -82,6 +83,10 @@ def test_bad_options_fail_with_field_value_allowed() -> None:
         build_task("link", {"val_frac": 0.5, "test_frac": 0.6})
     with pytest.raises(ConfigError, match="num_negatives=0"):
         build_task("link", {"num_negatives": 0})
+    with pytest.raises(ConfigError, match="reject_edges=true redraws .* negatives='in_batch'"):
+        build_task("link", {"reject_edges": True, "negatives": "in_batch"})
+    with pytest.raises(ConfigError, match="task.options.reject_edges='yes': must be true or false"):
+        build_task("link", {"reject_edges": "yes"})
     task = LinkPrediction(hits_k=10_000)
     with pytest.raises(ValueError, match="hits_k=10000: the val split has only"):
         task.load_graph(DS, make_graph(100, seed=1))
@@ -131,10 +136,12 @@ def test_undirected_examples_take_each_training_edge_once() -> None:
         build_task("link", {"examples": "both"})
 
 
-@pytest.mark.parametrize("negatives", ["uniform", "uniform_pairs"])
-def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
-    """The same positive gets the same negatives after any renumbering (partitioning)."""
-    task, part = loaded(n=150, negatives=negatives)
+@pytest.mark.parametrize(("negatives", "reject"), [("uniform", False), ("uniform_pairs", False),
+                                                  ("uniform_pairs", True), ("degree", True)])
+def test_negatives_follow_the_edge_not_the_numbering(negatives: str, reject: bool) -> None:
+    """The same positive gets the same negatives after any renumbering (partitioning),
+    redrawn ones included."""
+    task, part = loaded(n=150, avg_degree=40, negatives=negatives, reject_edges=reject)
     src, dst = part.indices[:50], np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:50]
     a_src, a = task._negatives(src, dst, seed=3, epoch=1)
     perm = np.random.default_rng(0).permutation(part.num_owned)
@@ -148,6 +155,32 @@ def test_negatives_follow_the_edge_not_the_numbering(negatives: str) -> None:
     else:
         assert a_src is None and b_src is None  # the positive's own source
     assert not np.array_equal(task._negatives(src, dst, seed=3, epoch=2)[1], a)  # epoch matters
+
+
+@pytest.mark.parametrize("negatives", ["uniform", "uniform_pairs", "degree"])
+def test_rejected_negatives_are_never_edges(negatives: str) -> None:
+    """``reject_edges``: on a dense graph (a fifth of all pairs are edges) no negative is a
+    training edge in either direction or a self-loop; a draw that was no edge is kept as it
+    was, and the redrawn ones spread over the nodes."""
+    kw = {"n": 100, "avg_degree": 40, "negatives": negatives, "num_negatives": 20}
+    plain, part = loaded(**kw)  # type: ignore[arg-type]
+    task, _ = loaded(**kw, reject_edges=True)  # type: ignore[arg-type]
+    assert plain.split is not None
+    edges = {(int(u), int(v)) for u, v in plain.split.train} | {(int(v), int(u)) for u, v in plain.split.train}
+    src = part.indices[:300]
+    dst = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:300]
+    def pairs(t: LinkPrediction) -> np.ndarray:
+        ns, nd = t._negatives(src, dst, seed=5, epoch=3)
+        a = np.broadcast_to(src[:, None], nd.shape) if ns is None else ns
+        return np.stack([a.reshape(-1), nd.reshape(-1)], 1)
+    def is_edge(p: np.ndarray) -> np.ndarray:
+        return np.array([(int(u), int(v)) in edges or u == v for u, v in p])
+    before, after = pairs(plain), pairs(task)
+    hit = is_edge(before)
+    assert hit.mean() > 0.1  # without rejection many negatives are edges
+    assert not is_edge(after).any()
+    assert np.array_equal(after[~hit], before[~hit])
+    assert np.unique(after[hit, 1]).size > 50  # redraws are not piled on a few nodes
 
 
 def test_pair_negatives_draw_both_ends_uniformly() -> None:

@@ -49,8 +49,10 @@ in-neighbours; the rows of remote sources are fetched from their owners after th
 layer (:meth:`eval_rows`, one request per owner, the ``hidden`` path of layer-wise
 inference). Sampled (``train.eval: sampled``; exact with ``sampler.fanouts`` all ``-1``):
 batches seeded with the pairs' endpoints. The validation/test pairs travel inside this
-task object to every worker (each keeps the ones it owns); they are O(eval pairs), the
-training edges are never copied. Both modes score with the task's decoder (a ``mlp``
+task object to every worker (each keeps the ones it owns); they are O(eval pairs). The
+split's training edges stay out of the workers' copy (:meth:`placed`; each part holds its
+own in-edges), except for all-item ranking, which needs each user's training items, and
+``reject_edges`` sends their keys. Both modes score with the task's decoder (a ``mlp``
 decoder is the model's own module, applied to the same rows). Metrics
 (:mod:`gnntrain.tasks.ranking`): ``hits`` (Hits@``hits_k``, the headline), ``mrr``,
 ``auc``; training batches report ``pair_acc``.
@@ -73,6 +75,7 @@ so the merged ``mrr`` (the headline) equals the single-process one exactly.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -194,7 +197,8 @@ class LinkPrediction(Task):
         g = message_passing_graph(split, dataset.name,
                                   feature_fallback=getattr(dataset, "feature_fallback", "degree"),
                                   fallback_dim=getattr(dataset, "fallback_dim", 32), x=x)
-        self.split, self._edge_keys = split, None
+        self.split = split
+        self._edge_keys = self._train_edge_keys(split) if self.reject_edges else None
         lo, hi = split.dst_range
         # partitioners balance the owned training examples
         if self._every_in_edge_is_example():
@@ -209,11 +213,16 @@ class LinkPrediction(Task):
         return g
 
     def placed(self, new_ids: np.ndarray) -> Task:
+        """A copy for the workers: it renumbers, and it drops the split's training edges
+        unless all-item ranking needs them (each worker's part holds its own; the
+        ``reject_edges`` keys were taken at load time)."""
         t = copy.copy(self)
         t._new = np.asarray(new_ids, dtype=np.int64)
         t._orig = np.empty_like(t._new)
         t._orig[t._new] = np.arange(t._new.size, dtype=np.int64)
         t._pairs, t._pids = {}, {}
+        if t.split is not None and t.ranking != "items":
+            t.split = replace(t.split, train=np.empty((0, 2), np.int64))
         return t
 
     def _need_split(self) -> EdgeSplit:
@@ -316,24 +325,27 @@ class LinkPrediction(Task):
         us = hash_uniform(seed, epoch, gs, gd, col, 2 * attempt + 1)
         return np.minimum((us * s_hi).astype(np.int64), s_hi - 1), w
 
+    @staticmethod
+    def _train_edge_keys(split: EdgeSplit) -> np.ndarray:
+        """Sorted int64 keys ``u * n + v`` of the training edges (graph ids; ``u <= v`` when
+        the split is undirected), for ``reject_edges``."""
+        if split.num_nodes > _MAX_KEYED_NODES:
+            raise ValueError(f"task.options.reject_edges=true keys each edge as u * n + v in "
+                             f"int64, which holds at most {_MAX_KEYED_NODES:,} nodes; the graph "
+                             f"has {split.num_nodes:,}: set reject_edges: false")
+        tr = split.train.astype(np.int64)
+        if split.undirected:
+            tr = np.sort(tr, axis=1)
+        return np.unique(tr[:, 0] * np.int64(split.num_nodes) + tr[:, 1])
+
     def _is_edge(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Whether each pair ``a -> b`` (graph ids) is a self-loop or a training edge (either
         direction when the split is undirected)."""
-        split = self._need_split()
-        n = np.int64(split.num_nodes)
-        if self._edge_keys is None:
-            if split.num_nodes > _MAX_KEYED_NODES:
-                raise ValueError(f"task.options.reject_edges=true keys each edge as u * n + v in "
-                                 f"int64, which holds at most {_MAX_KEYED_NODES:,} nodes; the graph "
-                                 f"has {split.num_nodes:,}: set reject_edges: false")
-            tr = split.train.astype(np.int64)
-            if split.undirected:
-                tr = np.sort(tr, axis=1)
-            self._edge_keys = np.unique(tr[:, 0] * n + tr[:, 1])
+        split, keys = self._need_split(), self._edge_keys
+        assert keys is not None, "reject_edges keys are taken in load_graph"
         if split.undirected:
             a, b = np.minimum(a, b), np.maximum(a, b)
-        key = a.astype(np.int64) * n + b
-        keys = self._edge_keys
+        key = a.astype(np.int64) * np.int64(split.num_nodes) + b
         at = np.minimum(np.searchsorted(keys, key), max(0, keys.size - 1))
         hit = keys[at] == key if keys.size else np.zeros(key.shape, bool)
         return hit | (a == b)

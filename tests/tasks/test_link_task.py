@@ -183,6 +183,20 @@ def test_rejected_negatives_are_never_edges(negatives: str) -> None:
     assert np.unique(after[hit, 1]).size > 50  # redraws are not piled on a few nodes
 
 
+def test_workers_copy_carries_no_training_edges() -> None:
+    """The task copy shipped to the workers (``placed``) holds the evaluation pairs but not
+    the O(edges) training list; ``reject_edges`` keeps its keys and draws the same."""
+    task, part = loaded(n=150, reject_edges=True)
+    assert task.split is not None and task.split.train.shape[0] > 0
+    moved = task.placed(np.arange(part.num_owned))
+    assert isinstance(moved, LinkPrediction) and moved.split is not None
+    assert moved.split.train.shape == (0, 2) and moved.split.test.shape == task.split.test.shape
+    src = part.indices[:40]
+    dst = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))[:40]
+    assert np.array_equal(moved._negatives(src, dst, seed=1, epoch=0)[1],
+                          task._negatives(src, dst, seed=1, epoch=0)[1])
+
+
 def test_pair_negatives_draw_both_ends_uniformly() -> None:
     """``uniform_pairs``: sources as well as destinations spread over every node, not over the
     positives' sources; BPR still pairs each negative with its own positive."""

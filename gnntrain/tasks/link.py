@@ -346,8 +346,11 @@ class LinkPrediction(Task):
         if split.undirected:
             a, b = np.minimum(a, b), np.maximum(a, b)
         key = a.astype(np.int64) * np.int64(split.num_nodes) + b
-        at = np.minimum(np.searchsorted(keys, key), max(0, keys.size - 1))
-        hit = keys[at] == key if keys.size else np.zeros(key.shape, bool)
+        hit = np.zeros(key.shape, bool)
+        if keys.size:
+            order = np.argsort(key)  # sorted queries: each search starts from the last one's place
+            q = key[order]
+            hit[order] = keys[np.minimum(np.searchsorted(keys, q), keys.size - 1)] == q
         return hit | (a == b)
 
     def _batch(self, src: np.ndarray, dst: np.ndarray, neg_dst: np.ndarray | None,

@@ -169,6 +169,23 @@ def test_unmeetable_balance_is_refused_before_any_work(ray_local: None, method: 
     build_partition_set(star, PartitionConfig(method=cfg.method, parts=8, balance_edges=False), root)  # the fix
 
 
+def _touch_fresh_pages(nbytes: int) -> int:
+    """Map ``nbytes`` of new anonymous memory, touch every page and unmap it: the RSS rises
+    by ``nbytes`` whatever the allocator already holds resident (a 64 MiB ``np.ones`` can
+    reuse pages earlier tests left in this process, and then the RSS never moves)."""
+    import mmap
+
+    m = mmap.mmap(-1, nbytes)
+    try:
+        a = np.frombuffer(m, dtype=np.uint8)
+        a[::mmap.PAGESIZE] = 1
+        n = int(a.size)
+        del a
+    finally:
+        m.close()
+    return n
+
+
 def test_a_task_reports_its_own_peak_not_an_earlier_task_s_in_the_same_process() -> None:
     """Ray reuses task processes: a small task after a large one must not report the large
     one's peak (where Linux lets the peak be reset; elsewhere it is the process's so far)."""
@@ -176,8 +193,7 @@ def test_a_task_reports_its_own_peak_not_an_earlier_task_s_in_the_same_process()
     from partition.steps import _reset_peak
 
     def big() -> int:
-        a = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
-        return int(a.size)
+        return _touch_fresh_pages(64 * 2**20)
 
     _, big_peak = _measured(big)
     _, small_peak = _measured(lambda: 1)
@@ -194,8 +210,7 @@ def test_the_process_peak_survives_the_step_resets_that_clear_ru_maxrss() -> Non
 
     rec = StepRecorder()
     with rec("big"):
-        a = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
-        del a
+        _touch_fresh_pages(64 * 2**20)
     with rec("small"):
         pass
     big, small = (s.peak_rss_bytes for s in rec.steps)

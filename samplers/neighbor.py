@@ -27,6 +27,7 @@ from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, SamplerError
 from samplers.batch import Block, SampledBatch
 from samplers.config import SamplerConfig
+from samplers.edge_keys import contains, pair_keys
 from samplers.local import check_fanout, check_ids
 
 #: graphs with more nodes than this relabel through a hash table (a dense map would cost
@@ -175,16 +176,14 @@ class NeighborSampler:
         if ex.ndim != 2 or ex.shape[1] != 2:
             raise SamplerError(f"exclude: expected [M, 2] (src, dst) pairs, got shape {ex.shape}")
         ex = check_ids(ex.reshape(-1), 0, self.num_nodes, "exclude").reshape(-1, 2)
-        return np.sort(ex[:, 1] * np.int64(self.num_nodes) + ex[:, 0])
+        return np.sort(pair_keys(ex[:, 1], ex[:, 0], self.num_nodes))
 
     def _drop(self, banned: np.ndarray, dst_nodes: np.ndarray, counts: np.ndarray,
               nbrs: np.ndarray, rels: np.ndarray | None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The sampled neighbours without the edges whose key is in ``banned``."""
         row = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-        key = dst_nodes[row] * np.int64(self.num_nodes) + nbrs
-        pos = np.minimum(np.searchsorted(banned, key), banned.size - 1)
-        keep = banned[pos] != key
+        keep = ~contains(banned, pair_keys(dst_nodes[row], nbrs, self.num_nodes))
         if keep.all():
             return counts, nbrs, rels
         return (np.bincount(row[keep], minlength=counts.size).astype(np.int64),

@@ -86,6 +86,7 @@ from torch import Tensor, nn
 from gnntrain.tasks import ranking
 from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task, hash_uniform
 from gnntrain.tasks.decoders import HadamardMLP, with_mlp_decoder
+from samplers.edge_keys import contains, pair_keys
 
 __all__ = ["DECODERS", "LOSSES", "NEGATIVES", "RANKINGS", "HadamardMLP", "LinkPrediction",
            "with_mlp_decoder"]
@@ -336,7 +337,7 @@ class LinkPrediction(Task):
         tr = split.train.astype(np.int64)
         if split.undirected:
             tr = np.sort(tr, axis=1)
-        return np.unique(tr[:, 0] * np.int64(split.num_nodes) + tr[:, 1])
+        return np.unique(pair_keys(tr[:, 0], tr[:, 1], split.num_nodes))
 
     def _is_edge(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Whether each pair ``a -> b`` (graph ids) is a self-loop or a training edge (either
@@ -345,13 +346,7 @@ class LinkPrediction(Task):
         assert keys is not None, "reject_edges keys are taken in load_graph"
         if split.undirected:
             a, b = np.minimum(a, b), np.maximum(a, b)
-        key = a.astype(np.int64) * np.int64(split.num_nodes) + b
-        hit = np.zeros(key.shape, bool)
-        if keys.size:
-            order = np.argsort(key)  # sorted queries: each search starts from the last one's place
-            q = key[order]
-            hit[order] = keys[np.minimum(np.searchsorted(keys, q), keys.size - 1)] == q
-        return hit | (a == b)
+        return contains(keys, pair_keys(a, b, split.num_nodes)) | (a == b)
 
     def _batch(self, src: np.ndarray, dst: np.ndarray, neg_dst: np.ndarray | None,
                neg_src: np.ndarray | None = None, exclude: bool = False) -> SeedBatch:

@@ -74,7 +74,7 @@ class GCNBlockConv(nn.Module):
         if indptr is not None:
             out = out + spmm(indptr, edge_index, w, h, num_dst)
         else:
-            out = out.index_add(0, dst, h[src] * w.unsqueeze(1))
+            out = out.index_add(0, dst, h.index_select(0, src) * w.unsqueeze(1))
         return out + self.bias.to(h.dtype)
 
 

@@ -446,7 +446,9 @@ class LinkPrediction(Task):
 
     def score(self, model: nn.Module | None, out: Tensor, target: Tensor) -> Tensor:
         """One score (logit) per pair of ``target`` from the output rows ``out``."""
-        h = out[target[:, 0]] * out[target[:, 1]]
+        # index_select, not out[idx]: advanced indexing's backward accumulates in an
+        # order that varies between runs with more than one torch thread
+        h = out.index_select(0, target[:, 0]) * out.index_select(0, target[:, 1])
         if self.decoder == "dot":
             return h.sum(-1)
         if model is None:

@@ -96,7 +96,7 @@ class RGCNLayer(nn.Module):
                 indptr[1:] = torch.cumsum(torch.bincount(dst[m], minlength=block.num_dst), 0)
                 agg = spmm(indptr, block.edge_index[:, m], mean[m], h, block.num_dst)
             else:
-                agg = h.new_zeros((block.num_dst, h.shape[1])).index_add(0, dst[m], h[src[m]] * mean[m, None])
+                agg = h.new_zeros((block.num_dst, h.shape[1])).index_add(0, dst[m], h.index_select(0, src[m]) * mean[m, None])
             for b, acc in enumerate(mixed):
                 mixed[b] = acc + self.coeff[r, b] * agg
         out = sum((s @ self.bases[b] for b, s in enumerate(mixed)),

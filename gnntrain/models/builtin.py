@@ -27,7 +27,7 @@ from torch_geometric.nn import GATConv, SAGEConv
 
 from gnntrain.config import ModelConfig
 from gnntrain.models.protocol import LayerwiseModel
-from gnntrain.ops import relu_dropout
+from gnntrain.ops import gather_rows, relu_dropout
 from samplers.batch import Block, csr_adjacency
 
 
@@ -74,7 +74,7 @@ class GCNBlockConv(nn.Module):
         if indptr is not None:
             out = out + spmm(indptr, edge_index, w, h, num_dst)
         else:
-            out = out.index_add(0, dst, h.index_select(0, src) * w.unsqueeze(1))
+            out = out.index_add(0, dst, gather_rows(h, src) * w.unsqueeze(1))
         return out + self.bias.to(h.dtype)
 
 

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from gnntrain.config import ModelConfig
 from gnntrain.models.typed import TypedStack
+from gnntrain.ops import gather_rows
 from samplers.batch import Block
 
 _OPTIONS = {"node_types", "relation_dst"}
@@ -58,7 +59,7 @@ class HeteroSAGELayer(nn.Module):
             m = rel == r
             d = dst[m]
             cnt = torch.bincount(d, minlength=n_dst).clamp_(min=1).to(h.dtype)
-            mean = h.new_zeros((n_dst, h.shape[1])).index_add_(0, d, h.index_select(0, src[m])) / cnt[:, None]
+            mean = h.new_zeros((n_dst, h.shape[1])).index_add_(0, d, gather_rows(h, src[m])) / cnt[:, None]
             out = out + mean @ self.neigh[r]
         # root terms: every relation into a node's type adds R_r h_v + b_r
         t_dst = block.src_type[:n_dst]

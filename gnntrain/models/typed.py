@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from gnntrain.config import ModelConfig
 from gnntrain.models.builtin import spmm
 from gnntrain.models.protocol import LayerwiseModel
-from gnntrain.ops import relu_dropout
+from gnntrain.ops import gather_rows, relu_dropout
 from samplers.batch import Block
 
 _OPTIONS = {"node_types", "relations", "bases", "root_per_type"}
@@ -96,7 +96,7 @@ class RGCNLayer(nn.Module):
                 indptr[1:] = torch.cumsum(torch.bincount(dst[m], minlength=block.num_dst), 0)
                 agg = spmm(indptr, block.edge_index[:, m], mean[m], h, block.num_dst)
             else:
-                agg = h.new_zeros((block.num_dst, h.shape[1])).index_add(0, dst[m], h.index_select(0, src[m]) * mean[m, None])
+                agg = h.new_zeros((block.num_dst, h.shape[1])).index_add(0, dst[m], gather_rows(h, src[m]) * mean[m, None])
             for b, acc in enumerate(mixed):
                 mixed[b] = acc + self.coeff[r, b] * agg
         out = sum((s @ self.bases[b] for b, s in enumerate(mixed)),

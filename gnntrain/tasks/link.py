@@ -83,6 +83,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gnntrain.ops import gather_rows
 from gnntrain.tasks import ranking
 from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task, hash_uniform
 from gnntrain.tasks.decoders import HadamardMLP, with_mlp_decoder
@@ -446,9 +447,7 @@ class LinkPrediction(Task):
 
     def score(self, model: nn.Module | None, out: Tensor, target: Tensor) -> Tensor:
         """One score (logit) per pair of ``target`` from the output rows ``out``."""
-        # index_select, not out[idx]: advanced indexing's backward accumulates in an
-        # order that varies between runs with more than one torch thread
-        h = out.index_select(0, target[:, 0]) * out.index_select(0, target[:, 1])
+        h = gather_rows(out, target[:, 0]) * gather_rows(out, target[:, 1])
         if self.decoder == "dot":
             return h.sum(-1)
         if model is None:

@@ -1,6 +1,7 @@
-"""Starting Ray embedded, or joining a cluster, with a bounded wait either way; how the
-worker actors find the user's code (:func:`worker_runtime_env`); and how their allocator
-is set up and trimmed (:data:`WORKER_MALLOC_ENV`, :func:`trim_heap`)."""
+"""Starting Ray embedded (locked with a token of its own, :func:`embedded_auth`), or joining a
+cluster, with a bounded wait either way; how the worker actors find the user's code
+(:func:`worker_runtime_env`); and how their allocator is set up and trimmed
+(:data:`WORKER_MALLOC_ENV`, :func:`trim_heap`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import ctypes.util
 import functools
 import logging
 import os
+import secrets
 import site
 import socket
 import sys
@@ -50,6 +52,58 @@ def check_address(cfg: ClusterConfig) -> None:
         _check_reachable(address, cfg.connect_timeout_s)
 
 
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+@functools.cache
+def _embedded_token() -> str:
+    """One random token per process: Ray's token loader caches the first token it reads, so
+    every embedded instance a process starts must use the same one."""
+    return secrets.token_hex(32)
+
+
+@contextmanager
+def embedded_auth() -> Iterator[None]:
+    """Token authentication for a Ray instance started here, unless ``RAY_AUTH_MODE`` is set.
+
+    Ray's ports listen on every interface and anyone who reaches them can run code on the
+    instance. Ray itself turns token authentication on for a new local instance, but writes
+    the token to ``~/.ray/auth_token``; here the token is this process's own
+    (:func:`_embedded_token`), handed to Ray's daemons and workers through the environment
+    and never written to disk. The previous environment is restored afterwards. A
+    ``RAY_AUTH_MODE`` already set (``token`` with your own token, or ``disabled``) is left
+    as it is.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in AUTH_ENV}
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=_embedded_token())
+    _reload_ray_auth()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _reload_ray_auth()
+
+
+def _reload_ray_auth() -> None:
+    """Make this process's Ray read the authentication settings from the environment again:
+    it caches its config and the token the first time it reads them (Ray's own test helpers
+    reset both this way, the config first). A Ray without token authentication has neither."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 @contextmanager
 def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
     """Yield with Ray initialised; shut it down afterwards if this process started it.
@@ -70,20 +124,19 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
             ray.init(address=address, log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ClusterError(f"cluster.address={address!r}: could not join the Ray cluster: {e}") from None
-        started = False
-    else:
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        num_cpus = max(1, round(cfg.num_cpus)) if cfg.num_cpus else (os.cpu_count() or 1)
+        with interrupts.recorded():
+            yield False
+        return
+    num_cpus = max(1, round(cfg.num_cpus)) if cfg.num_cpus else (os.cpu_count() or 1)
+    with embedded_auth():
         # address="local": always a new instance, never another session's Ray on this machine
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, object_store_memory=int(5e8),
                  _temp_dir=os.path.join(tempfile.gettempdir(), "ray"), log_to_driver=True,
                  configure_logging=True, logging_level=logging.WARNING)
-        started = True
-    try:
-        with interrupts.recorded():
-            yield started
-    finally:
-        if started:
+        try:
+            with interrupts.recorded():
+                yield True
+        finally:
             ray.shutdown()
 
 

@@ -2,6 +2,7 @@
 authentication (``RAY_AUTH_MODE=token`` and a token from ``ray get-auth-token --generate``),
 its dashboard on 127.0.0.1; a job submitted without the token is refused and never runs,
 the same job with the token succeeds and writes its report; only that head is stopped.
+And the embedded instance of a plain run, locked with a token of the process's own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+import pytest
 
+from gnntrain.runtime.cluster import embedded_auth
 from tests.conftest import REPO
 
 RAY_BIN = str(Path(sys.executable).parent / "ray")
@@ -146,3 +149,50 @@ def test_token_locked_head_refuses_strangers_and_runs_the_owners_job(tmp_path: P
     finally:
         _stop_head(temp_dir, head)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+EMBEDDED = """
+import json, os, subprocess, sys
+import ray
+from gnntrain.config import ClusterConfig
+from gnntrain.runtime.cluster import ray_session
+
+out = {}
+for session in range(2):  # the second instance reuses the process's token (Ray caches it)
+    with ray_session(ClusterConfig(num_cpus=1), 1):
+        out[f"mode{session}"] = os.environ.get("RAY_AUTH_MODE")
+        out[f"worker{session}"] = ray.get(ray.remote(lambda: os.environ.get("RAY_AUTH_MODE")).remote())
+        if session == 0:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+            gcs = ray.get_runtime_context().gcs_address
+            joined = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address={gcs!r}); print('JOINED')"],
+                                    env=env, capture_output=True, text=True, timeout=120)
+            out["stranger"] = [joined.returncode, "JOINED" in joined.stdout, joined.stderr[-3000:]]
+out["after"] = [os.environ.get("RAY_AUTH_MODE"), os.environ.get("RAY_AUTH_TOKEN")]
+print(json.dumps(out))
+"""
+
+
+def test_embedded_ray_is_locked_with_a_token_of_its_own(tmp_path: Path) -> None:
+    """A plain run's Ray listens on every interface: a process without the run's token is
+    refused, the run's own workers work, two instances in one process both start, nothing is
+    written to ``~/.ray`` and the environment is as it was afterwards."""
+    home = tmp_path / "home"
+    home.mkdir()
+    got = subprocess.run([sys.executable, "-c", EMBEDDED], env={**_base_env(), "HOME": str(home)},
+                         capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert got.returncode == 0, got.stderr[-3000:]
+    out = json.loads(got.stdout.strip().splitlines()[-1])
+    assert [out["mode0"], out["worker0"], out["mode1"], out["worker1"]] == ["token"] * 4
+    code, joined, err = out["stranger"]
+    assert code != 0 and not joined
+    assert "Authentication token is missing or incorrect" in err, err
+    assert out["after"] == [None, None]
+    assert not (home / ".ray").exists()
+
+
+def test_an_auth_mode_the_user_set_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    with embedded_auth():
+        assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_AUTH_TOKEN" not in os.environ

@@ -5,7 +5,8 @@
     python -m bench.faults --repeat 20  # every scenario 20 times, cores saturated: k/N identical
 
 ``--repeat N`` runs every scenario N times while busy-loop processes (one per core, started
-and always stopped by this module) saturate the machine, each run partitioning the graph
+and always stopped by this module, at the niceness Ray gives its workers) saturate the
+machine, each run partitioning the graph
 afresh (the partition is part of what must be reproducible), and reports per scenario how
 many of the N runs ended bit-identical to the undisturbed run: the model and optimizer
 state of every rank (the checkpoint's ``rank_digests``), not only rank 0's parameters.
@@ -87,10 +88,21 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return state_digest(a) == want and all(d == want for d in a.get("rank_digests") or [want])
 
 
+# Ray starts its worker processes at this niceness (its ``worker_niceness`` setting; the
+# driver and Ray's daemons stay at 0)
+RAY_WORKER_NICENESS = int(os.environ.get("RAY_worker_niceness", "15"))
+
+
 @contextmanager
 def saturated(procs: int) -> Iterator[list[int]]:
-    """``procs`` busy-loop processes for the duration (none for 0); always killed."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
+    """``procs`` busy-loop processes for the duration (none for 0); always killed.
+
+    They run at the niceness Ray gives its workers, so they compete with the workers as
+    equals: at niceness 0 they would take ~30 times a worker's share of a core and the
+    drill would measure starvation (a 27 s run took 390 s) rather than interleaving.
+    """
+    code = f"import os; os.nice({RAY_WORKER_NICENESS})\nwhile True: pass"
+    busy = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(procs)]
     try:
         yield [p.pid for p in busy]
     finally:
@@ -258,6 +270,12 @@ def _progress(r: dict[str, Any], rep: int, repeat: int) -> None:
           f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}", flush=True)
 
 
+def _keep(rows: list[dict[str, Any]], tag: str) -> None:
+    """The rows so far, rewritten after every run: a long ``--repeat`` stopped early keeps them."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{tag}.partial.json").write_text(json.dumps(rows, indent=1, default=str))
+
+
 def _fmt(v: list[Any] | None) -> str:
     if not v:
         return "-"
@@ -326,18 +344,20 @@ def main(argv: list[str] | None = None) -> int:
             return conclude("faults", [check("the undisturbed run finishes", False, str(ref_row["error"]))])
         ref = params(Path(ref_row["run_dir"]))
         with saturated(load):
-            for rep in range(args.repeat):
-                for name, overrides, killer in plan(args.smoke):
-                    if name not in chosen:
-                        continue
+            for name, overrides, killer in plan(args.smoke):  # one scenario's N runs, then the next
+                if name not in chosen:
+                    continue
+                for rep in range(args.repeat):
                     rows.append({**run_case(name, case(rep, name, *overrides), ref, killer=killer), "repeat": rep})
                     _progress(rows[-1], rep, args.repeat)
+                    _keep(rows, tag)
     if NODE_LOSS in chosen:
         with saturated(load):
             for rep in range(args.repeat):
                 parts = case(rep, NODE_LOSS).partition.root  # its own run root, the partition as case() says
                 rows.append({**node_loss(root / f"nodes{rep}", [f"partition.root={parts}"], ref), "repeat": rep})
                 _progress(rows[-1], rep, args.repeat)
+                _keep(rows, tag)
     if "coordinator kill + resume" in chosen:
         with saturated(load):
             for rep in range(args.repeat):
@@ -345,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({**coordinator_kill(root / f"coord{rep}", ref), "repeat": rep})
                 print(f"  [{rep + 1}/{args.repeat}] coordinator kill + resume: "
                       f"{'ok' if rows[-1]['correct'] else 'WRONG'}", flush=True)
+                _keep(rows, tag)
     total = time.perf_counter() - t_start
     print(f"\nfault drills: 2 Ray workers, {base.train.epochs} epochs, checkpoint every epoch; "
           f"undisturbed run {ref_row['wall_s']:.1f} s"
@@ -390,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         check(f"{name}: {sum(oks)}/{len(oks)} runs finish with the undisturbed state", all(oks))
         for name, oks in per.items()], out)
     path.write_text(json.dumps(out, indent=1, default=str))
+    (OUT / f"{tag}.partial.json").unlink(missing_ok=True)
     print(f"wrote {path}")
     shutil.rmtree(root, ignore_errors=True)
     return status

@@ -264,16 +264,15 @@ def _is_worker(p: psutil.Process) -> bool:
         return False
 
 
-def _progress(r: dict[str, Any], rep: int, repeat: int) -> None:
-    print(f"  [{rep + 1}/{repeat}] {r['scenario']}: "
-          f"{'ok' if r.get('correct') else 'WRONG' if r['finished'] else 'failed'} "
-          f"({r['wall_s']:.1f} s){' ' + r['error'] if r['error'] else ''}", flush=True)
-
-
-def _keep(rows: list[dict[str, Any]], tag: str) -> None:
-    """The rows so far, rewritten after every run: a long ``--repeat`` stopped early keeps them."""
+def _record(rows: list[dict[str, Any]], row: dict[str, Any], rep: int, repeat: int, partial: Path) -> None:
+    """Add a run's row, print it, and rewrite ``partial`` with the rows so far (a long
+    ``--repeat`` stopped early keeps them)."""
+    rows.append({**row, "repeat": rep})
+    print(f"  [{rep + 1}/{repeat}] {row['scenario']}: "
+          f"{'ok' if row.get('correct') else 'WRONG' if row['finished'] else 'failed'} "
+          f"({row.get('wall_s', float('nan')):.1f} s){' ' + row['error'] if row['error'] else ''}", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{tag}.partial.json").write_text(json.dumps(rows, indent=1, default=str))
+    partial.write_text(json.dumps(rows, indent=1, default=str))
 
 
 def _fmt(v: list[Any] | None) -> str:
@@ -337,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     from gnntrain.runtime.cluster import ray_session
 
     rows: list[dict[str, Any]] = []
+    partial = OUT / f"{tag}.partial.json"
     load = (os.cpu_count() or 1) if args.repeat > 1 else 0
     with ray_session(base.cluster, 2):
         ref_row = run_case("undisturbed (reference)", base, None)  # measured without load
@@ -348,24 +348,19 @@ def main(argv: list[str] | None = None) -> int:
                 if name not in chosen:
                     continue
                 for rep in range(args.repeat):
-                    rows.append({**run_case(name, case(rep, name, *overrides), ref, killer=killer), "repeat": rep})
-                    _progress(rows[-1], rep, args.repeat)
-                    _keep(rows, tag)
+                    _record(rows, run_case(name, case(rep, name, *overrides), ref, killer=killer), rep, args.repeat,
+                            partial)
     if NODE_LOSS in chosen:
         with saturated(load):
             for rep in range(args.repeat):
                 parts = case(rep, NODE_LOSS).partition.root  # its own run root, the partition as case() says
-                rows.append({**node_loss(root / f"nodes{rep}", [f"partition.root={parts}"], ref), "repeat": rep})
-                _progress(rows[-1], rep, args.repeat)
-                _keep(rows, tag)
+                _record(rows, node_loss(root / f"nodes{rep}", [f"partition.root={parts}"], ref), rep, args.repeat,
+                        partial)
     if "coordinator kill + resume" in chosen:
         with saturated(load):
             for rep in range(args.repeat):
                 (root / f"coord{rep}").mkdir(parents=True, exist_ok=True)
-                rows.append({**coordinator_kill(root / f"coord{rep}", ref), "repeat": rep})
-                print(f"  [{rep + 1}/{args.repeat}] coordinator kill + resume: "
-                      f"{'ok' if rows[-1]['correct'] else 'WRONG'}", flush=True)
-                _keep(rows, tag)
+                _record(rows, coordinator_kill(root / f"coord{rep}", ref), rep, args.repeat, partial)
     total = time.perf_counter() - t_start
     print(f"\nfault drills: 2 Ray workers, {base.train.epochs} epochs, checkpoint every epoch; "
           f"undisturbed run {ref_row['wall_s']:.1f} s"
@@ -411,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         check(f"{name}: {sum(oks)}/{len(oks)} runs finish with the undisturbed state", all(oks))
         for name, oks in per.items()], out)
     path.write_text(json.dumps(out, indent=1, default=str))
-    (OUT / f"{tag}.partial.json").unlink(missing_ok=True)
+    partial.unlink(missing_ok=True)
     print(f"wrote {path}")
     shutil.rmtree(root, ignore_errors=True)
     return status

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gnntrain.runtime.cluster import embedded_auth
+from gnntrain.runtime.cluster import AUTH_ENV, embedded_auth
 from tests.conftest import REPO
 
 RAY_BIN = str(Path(sys.executable).parent / "ray")
@@ -55,8 +55,7 @@ def _stop_head(temp_dir: str, head: subprocess.Popen[str]) -> None:
 
 def _base_env() -> dict[str, str]:
     """This environment without any Ray auth setting or address of its own."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and k not in AUTH_ENV}
     return {**env, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO),
             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 

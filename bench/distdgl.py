@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,6 +60,7 @@ from bench.epoch import (
     read_metrics,
     timed,
 )
+from bench.procs import polled
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
@@ -107,26 +107,18 @@ def peak_rss(every_s: float = 0.25) -> Iterator[dict[int, tuple[str, int]]]:
     """Poll the descendants of this process; yields {pid: (role, peak KiB)}, filled as it runs."""
     seen: dict[int, tuple[str, int]] = {}
     me = psutil.Process()
-    stop = threading.Event()
 
     def poll() -> None:
-        while not stop.is_set():
-            for p in me.children(recursive=True):
-                try:
-                    role = seen[p.pid][0] if p.pid in seen else classify(p)
-                    if role is not None:
-                        seen[p.pid] = (role, max(seen.get(p.pid, (role, 0))[1], _hwm_kib(p.pid)))
-                except (OSError, ValueError, psutil.Error):
-                    continue
-            stop.wait(every_s)
+        for p in me.children(recursive=True):
+            try:
+                role = seen[p.pid][0] if p.pid in seen else classify(p)
+                if role is not None:
+                    seen[p.pid] = (role, max(seen.get(p.pid, (role, 0))[1], _hwm_kib(p.pid)))
+            except (OSError, ValueError, psutil.Error):
+                continue
 
-    t = threading.Thread(target=poll, daemon=True)
-    t.start()
-    try:
+    with polled(poll, every_s):
         yield seen
-    finally:
-        stop.set()
-        t.join()
 
 
 # -- rows --------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
     python -m bench.partition_scale            # synthetic 1M nodes / 20M edges / 100 features, k=8
     python -m bench.partition_scale --smoke    # 30k nodes (coarsened), k=4, multilevel on 2 task processes
+    python -m bench.partition_scale --beyond-metis --nodes 10000000 --avg-degree 220 --features 16 \
+        --parts 16 --train-frac 0.01 --dir DIR    # more than 2^31 adjacency entries: no METIS row
 
 Every step runs in its own process, so each peak resident memory (``ru_maxrss``) is that
 step's alone:
@@ -19,6 +21,16 @@ step's alone:
    imbalance, the existing report), every node owned by exactly one part, every file's
    checksum, and every part's rows, features and labels equal to the graph's.
 
+``--beyond-metis`` is for graphs METIS cannot take (more than 2^31 - 1 adjacency entries)
+and no process can hold: no METIS row and no whole-graph check. Steps: ``chunks``; the
+first of ``--methods`` on the last of ``--workers`` task processes; ``check``, streamed: every
+file's checksum, every node owned by exactly one part (the parts' original ids), the report
+from the set alone (:func:`partition.report.set_report`, written as ``partition.json``
+beside the set) and, for ``--sample`` random nodes, their rows, features and labels against
+the chunks; ``train``: a one-epoch training run on ``--parts`` Ray workers from that set (the
+run's own partition step finds and reuses it), the peak RSS of each of its processes
+recorded. For every step the peak disk used under ``--dir`` is recorded too.
+
 Correctness targets (exit status 1 when one fails): every set round-trips, every node is
 assigned exactly once, every balance constraint (nodes, training nodes, edges) within
 ``partition.imbalance``. Reported, not gated (timing and memory on a shared machine): edge
@@ -29,6 +41,7 @@ METIS path's (target <= 0.5), time with 1 and 2 task processes. JSON goes to ben
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -37,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +64,8 @@ def _graph_cfg(args: dict[str, Any]) -> Any:
     from gnntrain.config import SyntheticConfig
 
     return SyntheticConfig(nodes=args["nodes"], avg_degree=args["avg_degree"], features=args["features"],
-                           classes=args["classes"], train_frac=0.1, val_frac=0.05, seed=0)
+                           classes=args["classes"], train_frac=args.get("train_frac", 0.1), val_frac=0.05,
+                           seed=0)
 
 
 def _peak_mib() -> float:
@@ -143,7 +158,111 @@ def _child_check(a: dict[str, Any]) -> dict[str, Any]:
     return {name: _check_set(g, path) for name, path in a["sets"].items()}
 
 
-CHILDREN = {"chunks": _child_chunks, "metis": _child_metis, "ray": _child_ray, "check": _child_check}
+def _chunk_rows(chunks: Path, v: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """In-neighbours (edge-id order), features and labels of original nodes ``v`` read from
+    the chunks by memory map (their edges are in CSR order, as the synthetic writer stores
+    them), so no edge list is loaded."""
+    from partition.chunked import open_chunks
+
+    m = open_chunks(chunks).manifest
+    dst = [np.load(chunks / c.name / "dst.npy", mmap_mode="r") for c in m.edge_chunks]
+    src = [np.load(chunks / c.name / "src.npy", mmap_mode="r") for c in m.edge_chunks]
+    first = np.array([d[0] if d.shape[0] else -1 for d in dst])
+    last = np.array([d[-1] if d.shape[0] else -1 for d in dst])
+    rows = []
+    for u in v:
+        got = [np.asarray(src[j][np.searchsorted(dst[j], u):np.searchsorted(dst[j], u, side="right")])
+               for j in np.flatnonzero((first <= u) & (last >= u))]
+        rows.append(np.concatenate(got).astype(np.int64) if got else np.zeros(0, np.int64))
+    bounds = np.array([c.lo for c in m.node_chunks] + [m.num_nodes])
+    x, y = [], []
+    for u in v:
+        j = int(np.searchsorted(bounds, u, side="right")) - 1
+        c = m.node_chunks[j]
+        x.append(np.load(chunks / c.name / "x.npy", mmap_mode="r")[u - c.lo])
+        y.append(np.load(chunks / c.name / "y.npy", mmap_mode="r")[u - c.lo])
+    return rows, np.array(x), np.array(y)
+
+
+def _child_stream_check(a: dict[str, Any]) -> dict[str, Any]:
+    """The set of a graph no process holds, checked one part at a time (see the docstring)."""
+    from partition import open_partition_set
+    from partition.chunked import open_chunks
+    from partition.report import set_report, write_report
+
+    t0 = time.perf_counter()
+    cg = open_chunks(a["chunks"])
+    pset = open_partition_set(a["set"], expect_graph_hash=cg.manifest.graph_hash)
+    pset.check_files(verify=True)
+    verified_s = time.perf_counter() - t0
+    owned = np.zeros(pset.num_nodes, dtype=np.int64)
+    for p in range(pset.num_parts):
+        owned[np.asarray(pset.load_part(p, verify=False, per_type=False).orig_ids)] += 1
+    rep = set_report(pset)
+    write_report(rep, Path(a["root"]).parent / "report", plot=False)
+    rng = np.random.default_rng(0)
+    v = np.sort(rng.choice(pset.num_nodes, size=min(a["sample"], pset.num_nodes), replace=False))
+    want_rows, want_x, want_y = _chunk_rows(Path(a["chunks"]), v)
+    new = np.asarray(np.load(Path(a["set"]) / "new_ids.npy", mmap_mode="r"))[v]
+    owner = pset.book.owner(new)
+    same = True
+    for p in np.unique(owner):
+        part = pset.load_part(int(p), verify=False, per_type=False)
+        for i in np.flatnonzero(owner == p):
+            r = int(new[i]) - part.start
+            nbrs = pset.orig_ids(np.asarray(part.indices[part.indptr[r]:part.indptr[r + 1]]))
+            same &= bool(np.array_equal(nbrs, want_rows[i]) and np.array_equal(part.x[r], want_x[i])
+                         and part.y[r] == want_y[i] and part.orig_ids[r] == v[i])
+    return {"edge_cut": rep.edge_cut_fraction,
+            "imbalance": {k: rep.imbalance[k] for k in ("nodes", "train", "edges")},
+            "assigned_once": bool(np.all(owned == 1)), "round_trip": same, "sampled_nodes": int(v.shape[0]),
+            "checksums_s": verified_s, "seconds": time.perf_counter() - t0, "peak_mib": _peak_mib()}
+
+
+def _child_train(a: dict[str, Any]) -> dict[str, Any]:
+    """One epoch on ``parts`` Ray workers from the chunks, reusing the set of step 2."""
+    from bench.distdgl import peak_rss
+    from gnntrain.config import load_config
+    from gnntrain.runtime.coordinator import run_training
+
+    k = a["parts"]
+    cfg = load_config(raw={
+        "dataset": {"name": a["name"], "source": "chunks", "path": a["chunks"]},
+        "partition": {"method": a["method"], "parts": k, "root": a["root"]},
+        "sampler": {"fanouts": [10, 5], "batch_size": 1024},
+        "model": {"arch": "sage", "hidden": 64, "layers": 2},
+        "train": {"epochs": 1, "lr": 0.01, "eval": "sampled", "eval_max_nodes": 20_000,
+                  "run_root": str(Path(a["root"]).parent / "runs")},
+        "cluster": {"workers": k}})
+    t0 = time.perf_counter()
+    with peak_rss() as seen:
+        s = run_training(cfg, progress=False)
+    roles: dict[str, list[float]] = {}
+    for role, kib in seen.values():
+        roles.setdefault(role, []).append(round(kib / 1024))
+    return {"seconds": time.perf_counter() - t0, "epoch_s": s.get("epoch_s_mean"), "final": s.get("final"),
+            "edge_cut": s.get("edge_cut_fraction"), "coordinator_peak_mib": _peak_mib(),
+            "peak_mib_by_role": {r: sorted(v, reverse=True) for r, v in roles.items()},
+            "run_dir": s.get("run_dir")}
+
+
+CHILDREN = {"chunks": _child_chunks, "metis": _child_metis, "ray": _child_ray, "check": _child_check,
+            "stream_check": _child_stream_check, "train": _child_train}
+
+
+@contextlib.contextmanager
+def _disk_peak(path: Path, every_s: float = 1.0) -> Iterator[dict[str, float]]:
+    """Peak GiB used on ``path``'s file system above what was used on entry, sampled."""
+    from bench.procs import polled
+
+    out = {"disk_peak_gib": 0.0}
+    start = shutil.disk_usage(path).used
+
+    def poll() -> None:
+        out["disk_peak_gib"] = max(out["disk_peak_gib"], (shutil.disk_usage(path).used - start) / 2**30)
+
+    with polled(poll, every_s):
+        yield out
 
 
 def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -166,6 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="multilevel,stream")
     ap.add_argument("--workers", default="1,2", help="task processes per run (Ray num_cpus)")
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed at the end)")
+    ap.add_argument("--train-frac", type=float, default=0.1, help="share of training nodes of the graph")
+    ap.add_argument("--beyond-metis", action="store_true",
+                    help="no METIS row, a streamed check and a one-epoch training run (see the docstring)")
+    ap.add_argument("--sample", type=int, default=2000, help="--beyond-metis: nodes checked against the chunks")
+    ap.add_argument("--timeout-min", type=float, default=None, help="limit per step (default 60; smoke 5)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -173,14 +297,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     base = {"nodes": 30_000 if args.smoke else args.nodes, "avg_degree": args.avg_degree,
             "features": 16 if args.smoke else args.features, "classes": 40,
-            "parts": 4 if args.smoke else args.parts, "name": "scale", "smoke": args.smoke}
+            "parts": 4 if args.smoke and not args.beyond_metis else args.parts, "name": "scale",
+            "smoke": args.smoke, "train_frac": args.train_frac}
     methods = ["multilevel"] if args.smoke else args.methods.split(",")
     workers = [2] if args.smoke else [int(w) for w in args.workers.split(",")]
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="pscale-"))
-    timeout = 300 if args.smoke else 3600
+    timeout = 60 * (args.timeout_min or (5 if args.smoke else 60))
     base |= {"chunks": str(work / "chunks"), "root": str(work / "sets")}
-    shutil.rmtree(work / "chunks", ignore_errors=True)
-    shutil.rmtree(work / "sets", ignore_errors=True)
+    for old in ("chunks", "sets", "runs", "report"):
+        shutil.rmtree(work / old, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.beyond_metis:
+        return _beyond_metis(base | {"method": methods[0], "workers": workers[-1], "sample": args.sample},
+                             work, timeout, keep=bool(args.dir))
     t0 = time.perf_counter()
     try:
         rows: dict[str, dict[str, Any]] = {"chunks": _spawn("chunks", base, timeout)}
@@ -201,6 +330,39 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
     return _summarise(base, rows, checks, methods, workers, time.perf_counter() - t0, args.smoke)
+
+
+def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool) -> int:
+    """Chunks, one pipeline run, the streamed check and a training run (``--beyond-metis``)."""
+    t0 = time.perf_counter()
+    rows: dict[str, dict[str, Any]] = {}
+    try:
+        for step, kind in (("chunks", "chunks"), (f"{a['method']} w={a['workers']}", "ray"),
+                           ("check", "stream_check"), ("train", "train")):
+            with _disk_peak(work) as disk:
+                rows[step] = _spawn(kind, a | ({"set": rows[f"{a['method']} w={a['workers']}"]["path"]}
+                                               if kind == "stream_check" else {}), timeout)
+            rows[step] |= disk
+            print(f"{step}: {json.dumps(rows[step], default=str)}", flush=True)
+            if step == "chunks":
+                print(f"  {rows[step]['edges']:,} stored edges (2^31 - 1 = {2**31 - 1:,}: "
+                      f"{'above' if rows[step]['edges'] > 2**31 - 1 else 'NOT above'})", flush=True)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    c = rows["check"]
+    failures = [what for what, bad in (("round trip", not c["round_trip"]),
+                                       ("a node not owned exactly once", not c["assigned_once"]),
+                                       ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9),
+                                       ("training", not rows["train"].get("final"))) if bad]
+    print(f"edge cut {c['edge_cut']:.3f}, imbalance {c['imbalance']}; total {time.perf_counter() - t0:.0f} s")
+    held = f"round trip of {c['sampled_nodes']} sampled nodes, every node once, balance <= 1.05, training ran"
+    print(f"correctness (gated): {held if not failures else 'FAILED: ' + '; '.join(failures)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    tag = "partition_scale-beyond-smoke" if a["smoke"] else "partition_scale-beyond"
+    (OUT / f"{tag}.json").write_text(json.dumps({"graph": a, "rows": rows,
+                                                 "total_s": time.perf_counter() - t0}, indent=1, default=str))
+    return 1 if failures else 0
 
 
 def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: dict[str, dict[str, Any]],

@@ -1,4 +1,5 @@
-"""The processes a benchmark started: their memory, waiting for them to go, killing them.
+"""The processes a benchmark started: their memory, waiting for them to go, killing them;
+and :func:`polled`, a sampler run on a thread while a block runs.
 
 psutil only (no torch, no Ray), so a runner imports it at no cost; the lists of processes
 come from the caller (``gnntrain.runtime.ray_group.worker_processes`` for Ray workers, or
@@ -6,8 +7,10 @@ a process tree)."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import psutil
 
@@ -42,3 +45,24 @@ def kill(procs: Iterable[psutil.Process]) -> None:
                 p.kill()
         except psutil.Error:
             continue
+
+
+@contextmanager
+def polled(sample: Callable[[], None], every_s: float) -> Iterator[None]:
+    """Call ``sample`` every ``every_s`` seconds on a daemon thread while the block runs,
+    once more as it ends."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while True:
+            sample()
+            if stop.wait(every_s):
+                return
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()

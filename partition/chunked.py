@@ -1,4 +1,4 @@
-"""A graph as chunks on disk (``CHUNK_FORMAT_VERSION = 1``), for graphs no process holds whole.
+"""A graph as chunks on disk (``CHUNK_FORMAT_VERSION = 2``), for graphs no process holds whole.
 
 Edges are split by edge-id ranges and node data by row ranges, as DGL's chunked graph
 format and OGB's large datasets do; every chunk is a directory of plain ``.npy`` files, so
@@ -8,18 +8,23 @@ a reader opens one chunk without the others. ``E`` stored directed edges, ``N`` 
     <chunks>/
     ├── manifest.json              the ChunkManifest below (JSON)
     ├── edges-<i>/                 edge ids [lo, hi) of edge chunk i, any order of edges
-    │   ├── src.npy                int64 [m_i]     source u of each edge u -> v
-    │   └── dst.npy                int64 [m_i]     destination v (row v of the in-neighbour CSR holds u)
+    │   ├── src.npy                ids [m_i]       source u of each edge u -> v
+    │   └── dst.npy                ids [m_i]       destination v (row v of the in-neighbour CSR holds u)
     └── nodes-<j>/                 node ids [lo, hi) of node chunk j
         ├── x.npy                  float32 [r_j, F] features
         ├── y.npy                  int64 [r_j]      labels
         └── split.npy              int8 [r_j]       0 none, 1 train, 2 val, 3 test
 
+Node ids in edge chunks are ``int32`` when ``N <= 2^31 - 1`` and ``int64`` otherwise
+(:func:`id_dtype`; version 1 stored ``int64`` always and is still read): half the disk and
+memory of every step that moves edges. Readers take the dtype the manifest records; the
+graph hash is that of ``int64`` ids either way.
+
 The stored edges are exactly the directed edges of the graph (an undirected graph stores
 both directions, repeats and self-loops are kept as given), so the in-neighbour CSR of
 :class:`~partition.graph.Graph` is the edges grouped by ``dst``, each row in edge-id order.
 
-``manifest.json`` fields (:class:`ChunkManifest`): ``format_version`` (1), ``name``,
+``manifest.json`` fields (:class:`ChunkManifest`): ``format_version`` (2; 1 is read), ``name``,
 ``graph_hash`` (``Graph.content_hash()`` of the graph the chunks hold, computed by
 :func:`content_hash` without loading the graph, so a partition set built from the chunks
 is keyed exactly like one built from the graph in memory), ``num_nodes``, ``num_edges``,
@@ -53,12 +58,19 @@ from partition.format import FileEntry, file_sha256, write_npy
 from partition.graph import Graph
 
 __all__ = ["CHUNK_FORMAT_VERSION", "SPLIT_CODES", "ChunkEntry", "ChunkError", "ChunkManifest",
-           "ChunkWriter", "ChunkedGraph", "content_hash", "open_chunks", "write_chunks"]
+           "ChunkWriter", "ChunkedGraph", "content_hash", "id_dtype", "open_chunks", "write_chunks"]
 
-CHUNK_FORMAT_VERSION = 1
+CHUNK_FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 SPLIT_CODES = {"train": 1, "val": 2, "test": 3}
 EDGE_FILES = ("src.npy", "dst.npy")
 NODE_FILES = ("x.npy", "y.npy", "split.npy")
+
+
+def id_dtype(num_nodes: int) -> type[np.signedinteger[Any]]:
+    """The narrowest signed integer that holds every node id of ``num_nodes`` nodes, int32 or
+    int64: edge chunks and the partition pipeline's edge intermediates use it."""
+    return np.int32 if num_nodes <= np.iinfo(np.int32).max else np.int64
 
 
 class ChunkError(PartitionError):
@@ -197,8 +209,10 @@ class ChunkedGraph:
     def to_graph(self) -> Graph:
         """The whole graph in memory (for tests and small graphs only)."""
         n, m = self.num_nodes, self.manifest
-        src = np.concatenate([self.edges(j)[0] for j in range(len(m.edge_chunks))] or [np.zeros(0, np.int64)])
-        dst = np.concatenate([self.edges(j)[1] for j in range(len(m.edge_chunks))] or [np.zeros(0, np.int64)])
+        src = np.concatenate([self.edges(j)[0] for j in range(len(m.edge_chunks))]
+                             or [np.zeros(0, np.int64)]).astype(np.int64, copy=False)
+        dst = np.concatenate([self.edges(j)[1] for j in range(len(m.edge_chunks))]
+                             or [np.zeros(0, np.int64)]).astype(np.int64, copy=False)
         order = np.argsort(dst, kind="stable")
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
@@ -226,9 +240,9 @@ def open_chunks(path: str | Path) -> ChunkedGraph:
     except (OSError, ValueError) as e:
         raise ChunkError(f"{mpath} is unreadable ({e})") from None
     version = raw.get("format_version") if isinstance(raw, dict) else None
-    if version != CHUNK_FORMAT_VERSION:
-        raise ChunkError(f"{root}: chunk format_version={version!r}, this code reads version "
-                         f"{CHUNK_FORMAT_VERSION}; rewrite the chunks")
+    if version not in READ_VERSIONS:
+        raise ChunkError(f"{root}: chunk format_version={version!r}, this code reads versions "
+                         f"{', '.join(map(str, READ_VERSIONS))}; rewrite the chunks")
     try:
         m = ChunkManifest.model_validate(raw)
     except ValidationError as e:
@@ -265,14 +279,19 @@ class ChunkWriter:
         return {f"{k}.npy": write_npy(self.tmp / cname / f"{k}.npy", a) for k, a in arrays.items()}
 
     def add_edges(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Append one edge chunk (``src -> dst``, int64)."""
-        src = np.asarray(src, dtype=np.int64)
-        dst = np.asarray(dst, dtype=np.int64)
+        """Append one edge chunk (``src -> dst``: integer ids in ``[0, num_nodes)``, stored as
+        :func:`id_dtype`)."""
+        src, dst = np.asarray(src), np.asarray(dst)
         if src.shape != dst.shape or src.ndim != 1:
             raise ChunkError(f"add_edges: src {list(src.shape)} and dst {list(dst.shape)} must be "
                              "1-d and of equal length")
+        for what, a in (("src", src), ("dst", dst)):
+            if a.size and (a.dtype.kind not in "iu" or a.min() < 0 or a.max() >= self.num_nodes):
+                raise ChunkError(f"add_edges: {what} must hold integer ids in [0, num_nodes="
+                                 f"{self.num_nodes}); got {a.dtype} in [{a.min()}, {a.max()}]")
+        ids = id_dtype(self.num_nodes)
         cname = f"edges-{len(self.edge_chunks)}"
-        files = self._write(cname, {"src": src, "dst": dst})
+        files = self._write(cname, {"src": src.astype(ids, copy=False), "dst": dst.astype(ids, copy=False)})
         lo = self.num_edges
         self.num_edges += int(src.shape[0])
         self.edge_chunks.append(ChunkEntry(name=cname, lo=lo, hi=self.num_edges, files=files))
@@ -368,8 +387,8 @@ def content_hash(chunks: ChunkedGraph) -> str:
     if not in_order:
         h.update(b"chunk-order")
     h.update(str((np.dtype(np.int64).str, (m.num_edges,))).encode())
-    for j in range(len(m.edge_chunks)):
-        _update(h, chunks.read("edges", j, "src"))
+    for j in range(len(m.edge_chunks)):  # the hash of int64 ids, whatever the chunks store
+        _update(h, chunks.read("edges", j, "src").astype(np.int64, copy=False))
     h.update(str((np.dtype(np.float32).str, (n, m.num_features))).encode())
     for j in range(len(m.node_chunks)):
         _update(h, chunks.read("nodes", j, "x"))

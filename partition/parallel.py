@@ -7,14 +7,19 @@ directory name, files and checksums, :mod:`partition.format`), in five steps:
 1. ``blocks``: one task per edge chunk sorts its edges by destination and splits them by row
    block (``block_rows`` rows each); one task per row block gathers its pieces into the
    block's in-neighbour CSR (rows in edge-id order, as the in-memory CSR has them) and
-   returns its in-degrees.
+   returns its in-degrees. Pieces and blocks hold node ids as the chunks do
+   (:func:`~partition.chunked.id_dtype`: int32 below 2^31 nodes).
 2. ``assign``: the method (``random``, ``stream`` or ``multilevel``; :mod:`partition.multilevel`)
    runs its per-block work as one task per block; between rounds the coordinator holds
    ``O(N)`` arrays only (degrees, weights, labels, parts).
 3. ``renumber``: nodes sorted by part, as :class:`~partition.build.Renumbering` does.
 4. ``write``: one task per row block cuts its rows (and its node chunk's features, labels and
-   splits) by part; one task per part concatenates its pieces and writes the part's files
-   through :func:`partition.build.part_files` and :func:`partition.format.write_npy`.
+   splits) by part, renumbered ids again as :func:`~partition.chunked.id_dtype`; the blocks
+   are then removed; one task per part concatenates its pieces and writes the part's files
+   (int64 ids, :mod:`partition.format`) through :func:`partition.build.part_files` and
+   :func:`partition.format.write_npy`, removing its pieces. The disk the set's temporary
+   directory needs at its peak is therefore about the edges once in the chunks' id width
+   (pieces) plus once as int64 (the parts).
 5. ``meta.json`` by :func:`partition.build.write_meta`; the set is renamed into place.
 
 Every task is retried by Ray on a lost worker (``max_retries``); an exception in a task, a
@@ -55,7 +60,7 @@ from partition.build import (
     set_prefix,
     write_meta,
 )
-from partition.chunked import SPLIT_CODES, ChunkedGraph, open_chunks
+from partition.chunked import SPLIT_CODES, ChunkedGraph, id_dtype, open_chunks
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.format import FileEntry, PartCounts, write_npy
@@ -244,7 +249,7 @@ def _cut_block(block: Block, cg: ChunkedGraph, parts: np.ndarray, new_of: np.nda
             continue
         ptr = np.zeros(r.size + 1, dtype=np.int64)
         np.cumsum(deg[r], out=ptr[1:])
-        idx = np.empty(int(ptr[-1]), dtype=np.int64)
+        idx = np.empty(int(ptr[-1]), dtype=id_dtype(new_of.shape[0]))
         _kernels.permute_rows(np.asarray(block.indptr), np.asarray(block.indices), r, new_of, ptr, idx)
         piece = {"deg": deg[r], "indices": idx, "x": rows["x"][r], "y": rows["y"][r],
                  "orig": r + block.lo, "split": rows["split"][r]}
@@ -364,6 +369,8 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
                      "new_ids.npy": write_npy(tmp / "new_ids.npy", ren.new_of),
                      "orig_ids.npy": write_npy(tmp / "orig_ids.npy", ren.perm)}
             blocks.map(_cut_block, (cg, parts, ren.new_of, cfg.parts, str(work)), desc="cut blocks by part")
+            for b in range(bounds.shape[0] - 1):  # the pieces hold every edge now
+                shutil.rmtree(work / f"block-{b}")
             written = runner.run([(_write_part, p, ren.book, bounds.shape[0] - 1, m.num_features,
                                    str(work), str(tmp)) for p in range(cfg.parts)], "write parts")
         counts = []

@@ -6,8 +6,9 @@ and without repeats, same features, labels and split, same content hash) without
 holding the edge list: edges are generated per block of source nodes, both directions are
 appended to one spill file per row range of destinations, then each row range is sorted,
 deduplicated and written as edge chunks in CSR order, and its node rows (features
-generated per block) as one node chunk. Memory: a few ``[N]`` arrays (classes, weights,
-alias tables, split codes) plus the edges of one row range.
+generated per block) as one node chunk. Spill files and edge chunks hold ids as
+:func:`~partition.chunked.id_dtype` (int32 below 2^31 nodes). Memory: a few ``[N]`` arrays
+(classes, weights, alias tables, split codes) plus the edges of one row range.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnntrain.data.synthetic import BLOCK, _block_edges, _centroids, _feature_rows, _plan, _split
-from partition.chunked import SPLIT_CODES, ChunkedGraph, ChunkWriter
+from partition.chunked import SPLIT_CODES, ChunkedGraph, ChunkWriter, id_dtype
 
 if TYPE_CHECKING:
     from gnntrain.config import SyntheticConfig
@@ -36,6 +37,7 @@ def write_synthetic_chunks(cfg: SyntheticConfig, path: str | Path, *, name: str 
     n = cfg.nodes
     rows = max(BLOCK, -(-rows_per_chunk // BLOCK) * BLOCK)
     ranges = -(-n // rows)
+    id_width = id_dtype(n)
     y, w, sampler = _plan(cfg)
     writer = ChunkWriter(path, name=name, num_nodes=n, num_features=cfg.features, num_classes=cfg.classes)
     spill = writer.tmp / ".spill"
@@ -45,7 +47,7 @@ def write_synthetic_chunks(cfg: SyntheticConfig, path: str | Path, *, name: str 
                  for r in range(ranges)]
         for a in range(0, n, BLOCK):  # pass 1: every edge, both directions, to its row range
             u, v = _block_edges(cfg, a, w, y, sampler)
-            dst, src = np.concatenate([v, u]), np.concatenate([u, v])
+            dst, src = np.concatenate([v, u]).astype(id_width), np.concatenate([u, v]).astype(id_width)
             order = np.argsort(dst // rows, kind="stable")
             cuts = np.searchsorted(dst[order] // rows, np.arange(ranges + 1))
             for r in range(ranges):
@@ -61,8 +63,8 @@ def write_synthetic_chunks(cfg: SyntheticConfig, path: str | Path, *, name: str 
             codes[ids] = SPLIT_CODES[s]
         centroids = _centroids(cfg)
         for r in range(ranges):  # pass 2: one row range at a time
-            dst = np.fromfile(spill / f"dst-{r}.bin", dtype=np.int64)
-            src = np.fromfile(spill / f"src-{r}.bin", dtype=np.int64)
+            dst = np.fromfile(spill / f"dst-{r}.bin", dtype=id_width)
+            src = np.fromfile(spill / f"src-{r}.bin", dtype=id_width)
             (spill / f"dst-{r}.bin").unlink()
             (spill / f"src-{r}.bin").unlink()
             order = np.lexsort((src, dst))

@@ -30,6 +30,9 @@ beside the set) and, for ``--sample`` random nodes, their rows, features and lab
 the chunks; ``train``: a one-epoch training run on ``--parts`` Ray workers from that set (the
 run's own partition step finds and reuses it), the peak RSS of each of its processes
 recorded. For every step the peak disk used under ``--dir`` is recorded too.
+``--reuse-chunks`` (either mode) keeps chunks that an earlier run wrote under ``--dir`` for
+the same graph settings, and reports that run's chunk row; ``--chunks-only`` writes them
+and stops.
 
 Correctness targets (exit status 1 when one fails): every set round-trips, every node is
 assigned exactly once, every balance constraint (nodes, training nodes, edges) within
@@ -246,6 +249,28 @@ def _child_train(a: dict[str, Any]) -> dict[str, Any]:
             "run_dir": s.get("run_dir")}
 
 
+GRAPH_KEYS = ("nodes", "avg_degree", "features", "classes", "train_frac", "name")
+
+
+def _chunks_row(a: dict[str, Any], timeout: float, *, reuse: bool) -> dict[str, Any]:
+    """The ``chunks`` step: the synthetic graph written by a child process (its row, with the
+    disk it peaked at, recorded in ``<chunks>.json``), or with ``reuse`` the row recorded for
+    chunks already written for the same graph settings (``"reused": true``)."""
+    chunks, record = Path(a["chunks"]), Path(a["chunks"] + ".json")
+    want = {k: a[k] for k in GRAPH_KEYS}
+    if reuse and record.is_file() and (chunks / "manifest.json").is_file():
+        got = json.loads(record.read_text())
+        if got.get("graph") == want:
+            return dict(got["row"]) | {"reused": True}
+    shutil.rmtree(chunks, ignore_errors=True)
+    record.unlink(missing_ok=True)
+    with _disk_peak(chunks.parent) as disk:
+        row = _spawn("chunks", a, timeout)
+    row |= disk
+    record.write_text(json.dumps({"graph": want, "row": row}))
+    return row
+
+
 CHILDREN = {"chunks": _child_chunks, "metis": _child_metis, "ray": _child_ray, "check": _child_check,
             "stream_check": _child_stream_check, "train": _child_train}
 
@@ -289,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--beyond-metis", action="store_true",
                     help="no METIS row, a streamed check and a one-epoch training run (see the docstring)")
     ap.add_argument("--sample", type=int, default=2000, help="--beyond-metis: nodes checked against the chunks")
+    ap.add_argument("--reuse-chunks", action="store_true",
+                    help="keep chunks under --dir written before for the same graph settings")
+    ap.add_argument("--chunks-only", action="store_true",
+                    help="write the chunks under --dir (for a later --reuse-chunks run) and stop")
     ap.add_argument("--timeout-min", type=float, default=None, help="limit per step (default 60; smoke 5)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -304,15 +333,20 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="pscale-"))
     timeout = 60 * (args.timeout_min or (5 if args.smoke else 60))
     base |= {"chunks": str(work / "chunks"), "root": str(work / "sets")}
-    for old in ("chunks", "sets", "runs", "report"):
+    for old in ("sets", "runs", "report"):  # the chunks: _chunks_row
         shutil.rmtree(work / old, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
+    if args.chunks_only:
+        if not args.dir:
+            ap.error("--chunks-only needs --dir (the chunks are kept there)")
+        print(f"chunks: {json.dumps(_chunks_row(base, timeout, reuse=args.reuse_chunks))}")
+        return 0
     if args.beyond_metis:
         return _beyond_metis(base | {"method": methods[0], "workers": workers[-1], "sample": args.sample},
-                             work, timeout, keep=bool(args.dir))
+                             work, timeout, keep=bool(args.dir), reuse=args.reuse_chunks)
     t0 = time.perf_counter()
     try:
-        rows: dict[str, dict[str, Any]] = {"chunks": _spawn("chunks", base, timeout)}
+        rows: dict[str, dict[str, Any]] = {"chunks": _chunks_row(base, timeout, reuse=args.reuse_chunks)}
         print(f"chunks: {rows['chunks']}", flush=True)
         rows["metis"] = _spawn("metis", base, timeout)
         print(f"metis: {rows['metis']}", flush=True)
@@ -332,21 +366,22 @@ def main(argv: list[str] | None = None) -> int:
     return _summarise(base, rows, checks, methods, workers, time.perf_counter() - t0, args.smoke)
 
 
-def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool) -> int:
+def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool, reuse: bool) -> int:
     """Chunks, one pipeline run, the streamed check and a training run (``--beyond-metis``)."""
     t0 = time.perf_counter()
     rows: dict[str, dict[str, Any]] = {}
     try:
-        for step, kind in (("chunks", "chunks"), (f"{a['method']} w={a['workers']}", "ray"),
-                           ("check", "stream_check"), ("train", "train")):
+        rows["chunks"] = _chunks_row(a, timeout, reuse=reuse)
+        print(f"chunks: {json.dumps(rows['chunks'])}", flush=True)
+        print(f"  {rows['chunks']['edges']:,} stored edges (2^31 - 1 = {2**31 - 1:,}: "
+              f"{'above' if rows['chunks']['edges'] > 2**31 - 1 else 'NOT above'})", flush=True)
+        for step, kind in ((f"{a['method']} w={a['workers']}", "ray"), ("check", "stream_check"),
+                           ("train", "train")):
             with _disk_peak(work) as disk:
                 rows[step] = _spawn(kind, a | ({"set": rows[f"{a['method']} w={a['workers']}"]["path"]}
                                                if kind == "stream_check" else {}), timeout)
             rows[step] |= disk
             print(f"{step}: {json.dumps(rows[step], default=str)}", flush=True)
-            if step == "chunks":
-                print(f"  {rows[step]['edges']:,} stored edges (2^31 - 1 = {2**31 - 1:,}: "
-                      f"{'above' if rows[step]['edges'] > 2**31 - 1 else 'NOT above'})", flush=True)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -59,6 +59,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.procs import polled
+
 OUT = Path(__file__).resolve().parent / "out"
 MIB = 1 << 20
 
@@ -161,15 +163,13 @@ def _child_check(a: dict[str, Any]) -> dict[str, Any]:
     return {name: _check_set(g, path) for name, path in a["sets"].items()}
 
 
-def _chunk_rows(chunks: Path, v: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """In-neighbours (edge-id order), features and labels of original nodes ``v`` read from
-    the chunks by memory map (their edges are in CSR order, as the synthetic writer stores
-    them), so no edge list is loaded."""
-    from partition.chunked import open_chunks
-
-    m = open_chunks(chunks).manifest
-    dst = [np.load(chunks / c.name / "dst.npy", mmap_mode="r") for c in m.edge_chunks]
-    src = [np.load(chunks / c.name / "src.npy", mmap_mode="r") for c in m.edge_chunks]
+def _chunk_rows(cg: Any, v: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """In-neighbours (edge-id order), features and labels of original nodes ``v`` (sorted) of
+    the chunked graph ``cg``, read by memory map (its edges in CSR order, as the synthetic
+    writer stores them), so no edge list is loaded."""
+    m = cg.manifest
+    dst = [np.load(cg.path / c.name / "dst.npy", mmap_mode="r") for c in m.edge_chunks]
+    src = [np.load(cg.path / c.name / "src.npy", mmap_mode="r") for c in m.edge_chunks]
     first = np.array([d[0] if d.shape[0] else -1 for d in dst])
     last = np.array([d[-1] if d.shape[0] else -1 for d in dst])
     rows = []
@@ -177,14 +177,15 @@ def _chunk_rows(chunks: Path, v: np.ndarray) -> tuple[list[np.ndarray], np.ndarr
         got = [np.asarray(src[j][np.searchsorted(dst[j], u):np.searchsorted(dst[j], u, side="right")])
                for j in np.flatnonzero((first <= u) & (last >= u))]
         rows.append(np.concatenate(got).astype(np.int64) if got else np.zeros(0, np.int64))
-    bounds = np.array([c.lo for c in m.node_chunks] + [m.num_nodes])
     x, y = [], []
-    for u in v:
-        j = int(np.searchsorted(bounds, u, side="right")) - 1
+    bounds = cg.node_bounds()
+    chunk_of = np.searchsorted(bounds, v, side="right") - 1
+    for j in np.unique(chunk_of):  # each node chunk mapped once
         c = m.node_chunks[j]
-        x.append(np.load(chunks / c.name / "x.npy", mmap_mode="r")[u - c.lo])
-        y.append(np.load(chunks / c.name / "y.npy", mmap_mode="r")[u - c.lo])
-    return rows, np.array(x), np.array(y)
+        at = v[chunk_of == j] - c.lo
+        x.append(np.load(cg.path / c.name / "x.npy", mmap_mode="r")[at])
+        y.append(np.load(cg.path / c.name / "y.npy", mmap_mode="r")[at])
+    return rows, np.concatenate(x), np.concatenate(y)
 
 
 def _child_stream_check(a: dict[str, Any]) -> dict[str, Any]:
@@ -198,24 +199,23 @@ def _child_stream_check(a: dict[str, Any]) -> dict[str, Any]:
     pset = open_partition_set(a["set"], expect_graph_hash=cg.manifest.graph_hash)
     pset.check_files(verify=True)
     verified_s = time.perf_counter() - t0
+    parts = [pset.load_part(p, verify=False, per_type=False) for p in range(pset.num_parts)]  # mapped
     owned = np.zeros(pset.num_nodes, dtype=np.int64)
-    for p in range(pset.num_parts):
-        owned[np.asarray(pset.load_part(p, verify=False, per_type=False).orig_ids)] += 1
+    for part in parts:
+        owned[np.asarray(part.orig_ids)] += 1
     rep = set_report(pset)
     write_report(rep, Path(a["root"]).parent / "report", plot=False)
     rng = np.random.default_rng(0)
     v = np.sort(rng.choice(pset.num_nodes, size=min(a["sample"], pset.num_nodes), replace=False))
-    want_rows, want_x, want_y = _chunk_rows(Path(a["chunks"]), v)
-    new = np.asarray(np.load(Path(a["set"]) / "new_ids.npy", mmap_mode="r"))[v]
-    owner = pset.book.owner(new)
+    want_rows, want_x, want_y = _chunk_rows(cg, v)
+    new = pset.new_ids(v)
     same = True
-    for p in np.unique(owner):
-        part = pset.load_part(int(p), verify=False, per_type=False)
-        for i in np.flatnonzero(owner == p):
-            r = int(new[i]) - part.start
-            nbrs = pset.orig_ids(np.asarray(part.indices[part.indptr[r]:part.indptr[r + 1]]))
-            same &= bool(np.array_equal(nbrs, want_rows[i]) and np.array_equal(part.x[r], want_x[i])
-                         and part.y[r] == want_y[i] and part.orig_ids[r] == v[i])
+    for i, (u, n) in enumerate(zip(v, new, strict=True)):
+        part = parts[int(pset.book.owner(n))]
+        r = int(n) - part.start
+        nbrs = pset.orig_ids(np.asarray(part.indices[part.indptr[r]:part.indptr[r + 1]]))
+        same &= bool(np.array_equal(nbrs, want_rows[i]) and np.array_equal(part.x[r], want_x[i])
+                     and part.y[r] == want_y[i] and part.orig_ids[r] == u)
     return {"edge_cut": rep.edge_cut_fraction,
             "imbalance": {k: rep.imbalance[k] for k in ("nodes", "train", "edges")},
             "assigned_once": bool(np.all(owned == 1)), "round_trip": same, "sampled_nodes": int(v.shape[0]),
@@ -278,8 +278,6 @@ CHILDREN = {"chunks": _child_chunks, "metis": _child_metis, "ray": _child_ray, "
 @contextlib.contextmanager
 def _disk_peak(path: Path, every_s: float = 1.0) -> Iterator[dict[str, float]]:
     """Peak GiB used on ``path``'s file system above what was used on entry, sampled."""
-    from bench.procs import polled
-
     out = {"disk_peak_gib": 0.0}
     start = shutil.disk_usage(path).used
 
@@ -378,10 +376,11 @@ def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool, 
         for step, kind in ((f"{a['method']} w={a['workers']}", "ray"), ("check", "stream_check"),
                            ("train", "train")):
             with _disk_peak(work) as disk:
-                rows[step] = _spawn(kind, a | ({"set": rows[f"{a['method']} w={a['workers']}"]["path"]}
-                                               if kind == "stream_check" else {}), timeout)
+                rows[step] = _spawn(kind, a, timeout)
             rows[step] |= disk
             print(f"{step}: {json.dumps(rows[step], default=str)}", flush=True)
+            if kind == "ray":
+                a = a | {"set": rows[step]["path"]}
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

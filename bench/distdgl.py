@@ -60,7 +60,7 @@ from bench.epoch import (
     read_metrics,
     timed,
 )
-from bench.procs import polled
+from bench.procs import polled, status_kib
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
@@ -77,14 +77,6 @@ PEER = Path(__file__).with_name("_distdgl_peer.py")
 
 
 # -- peak RSS of this process's descendants ---------------------------------------------
-def _hwm_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for ln in f:
-            if ln.startswith("VmHWM:"):
-                return int(ln.split()[1])
-    return 0
-
-
 def classify(p: psutil.Process) -> str | None:
     """The role of a descendant process: ``gnntrain:worker`` for a worker actor (the
     processes :func:`gnntrain.runtime.ray_group.worker_processes` lists), ``dgl:<role>:<machine>``
@@ -113,7 +105,7 @@ def peak_rss(every_s: float = 0.25) -> Iterator[dict[int, tuple[str, int]]]:
             try:
                 role = seen[p.pid][0] if p.pid in seen else classify(p)
                 if role is not None:
-                    seen[p.pid] = (role, max(seen.get(p.pid, (role, 0))[1], _hwm_kib(p.pid)))
+                    seen[p.pid] = (role, max(seen.get(p.pid, (role, 0))[1], status_kib(p.pid, "VmHWM")))
             except (OSError, ValueError, psutil.Error):
                 continue
 

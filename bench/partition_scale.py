@@ -58,8 +58,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
-from bench.procs import polled
+from bench.procs import polled, tree_anon_peaks
 
 OUT = Path(__file__).resolve().parent / "out"
 MIB = 1 << 20
@@ -289,13 +290,28 @@ def _disk_peak(path: Path, every_s: float = 1.0) -> Iterator[dict[str, float]]:
 
 
 def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run step ``kind`` in a child process; its row, plus the peak anonymous memory
+    (``RssAnon``, sampled each second) of the child itself and of the largest of its
+    descendants (Ray's task processes and daemons, training workers, METIS's process). The
+    rows' other peaks are resident memory, which also counts the pages of files a process
+    has mapped (chunks, row blocks, part files): the kernel drops and rereads those under
+    pressure, so the anonymous peak is what the process needs."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "bench.partition_scale", "--child", kind, json.dumps(a)],
-                         stdout=subprocess.PIPE, text=True, timeout=timeout,
-                         cwd=Path(__file__).resolve().parent.parent)
-    if out.returncode != 0:
-        raise RuntimeError(f"step {kind} failed with exit status {out.returncode}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1])) | {"process_s": time.perf_counter() - t0}
+    child = subprocess.Popen([sys.executable, "-m", "bench.partition_scale", "--child", kind, json.dumps(a)],
+                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    with tree_anon_peaks(psutil.Process(child.pid)) as anon:
+        try:
+            stdout, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise
+    if child.returncode != 0:
+        raise RuntimeError(f"step {kind} failed with exit status {child.returncode}")
+    others = [kib for pid, kib in anon.items() if pid != child.pid]
+    return dict(json.loads(stdout.strip().splitlines()[-1])) | {
+        "process_s": time.perf_counter() - t0, "anon_peak_mib": anon.get(child.pid, 0) / 1024,
+        "anon_peak_mib_largest_descendant": max(others, default=0) / 1024}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(r["path"])
         sets = {"metis": rows["metis"]["path"]} | {m: rows[f"{m} w={workers[-1]}"]["path"] for m in methods}
         checks = _spawn("check", base | {"sets": sets}, timeout)
-        checks.pop("process_s")
+        for key in ("process_s", "anon_peak_mib", "anon_peak_mib_largest_descendant"):
+            checks.pop(key)  # what _spawn adds: the rest is one entry per set
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
@@ -435,6 +452,8 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
         print(f"  {m} steps (coordinator wall s, w={workers[-1]}): {last['steps']}")
         print(f"  {m} coordinator peak MiB per step: {last['coordinator_step_peak_mib']}")
         print(f"  {m} task peak MiB per kind of task: {last['task_peak_mib']}")
+        print(f"  {m} anonymous peak MiB (w={workers[-1]}, without mapped file pages): coordinator "
+              f"{last['anon_peak_mib']:.0f}, largest other process {last['anon_peak_mib_largest_descendant']:.0f}")
     for m in methods:
         first, last = rows[f"{m} w={workers[0]}"], rows[f"{m} w={workers[-1]}"]
         if len(workers) > 1:

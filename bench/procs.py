@@ -28,6 +28,38 @@ def rss(procs: Iterable[psutil.Process]) -> dict[int, int]:
     return out
 
 
+def status_kib(pid: int, key: str) -> int:
+    """A ``kB`` field of ``/proc/<pid>/status`` (Linux): ``VmHWM`` (peak resident),
+    ``RssAnon`` (resident anonymous memory: what the process allocated, without the file
+    pages it has mapped, which the kernel can drop and reread), ...; 0 when absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith(key + ":"):
+                return int(ln.split()[1])
+    return 0
+
+
+@contextmanager
+def tree_anon_peaks(root: psutil.Process, every_s: float = 1.0) -> Iterator[dict[int, int]]:
+    """Poll ``root`` and its descendants while the block runs; yields {pid: peak
+    ``RssAnon`` KiB}, filled as it runs (``root.pid`` among them)."""
+    seen: dict[int, int] = {}
+
+    def poll() -> None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for p in procs:
+            try:
+                seen[p.pid] = max(seen.get(p.pid, 0), status_kib(p.pid, "RssAnon"))
+            except (OSError, ValueError):
+                continue
+
+    with polled(poll, every_s):
+        yield seen
+
+
 def wait_gone(procs: Sequence[psutil.Process], timeout_s: float = 30.0) -> tuple[int, float]:
     """(live processes of ``procs`` left, seconds waited) once none is left or
     ``timeout_s`` passed."""

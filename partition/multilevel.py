@@ -13,9 +13,9 @@ stored on disk with Ray tasks. The same blocks give the same parts either way.
 * ``multilevel``: unless the graph already fits (``COARSE_NODES``), size-constrained label
   propagation (:func:`partition._kernels.lp_cluster`, every block in parallel, up to
   ``LP_ROUNDS`` rounds; a cluster weighs at most ``1 / (k * CLUSTERS_PER_PART)`` of each
-  constraint's total, moves that overfill a cluster across blocks are undone) coarsens the
-  graph; each block contributes its coarse edges, one task
-  builds the weighted coarse graph and runs multi-constraint METIS on it
+  constraint's total; where blocks together overfill a cluster, the moves past its limit
+  are undone) coarsens the graph; each block contributes its coarse edges, one task reads
+  them a block at a time, builds the weighted coarse graph and runs multi-constraint METIS on it
   (:func:`partition.methods.metis_balanced`, in a process of its own: see
   :func:`_metis_in_child`), the coarse parts are projected back and
   :func:`refine` polishes them.
@@ -34,7 +34,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -61,6 +61,8 @@ LP_ROUNDS = 8
 CLUSTERS_PER_PART = 4
 # a graph of at most this many nodes already fits: METIS takes it whole (no label propagation)
 COARSE_NODES = 20_000
+# the coarse step merges the blocks' coarse-edge pieces once this many unmerged entries are held
+MERGE_ENTRIES = 1 << 24
 REFINE_ROUNDS = 6
 
 
@@ -88,7 +90,9 @@ class BlockMap(Protocol):
         ...
 
     def call(self, fn: Callable[..., T], pieces: list[Any], *args: Any) -> T:
-        """``fn(resolved_pieces, *args)`` once (in its own process where the map has them)."""
+        """``fn(resolved_pieces, *args)`` once (in its own process where the map has them);
+        ``resolved_pieces`` is an iterable over the pieces in block order, read once, that
+        may fetch each piece only when it is reached."""
         ...
 
 
@@ -165,6 +169,34 @@ def _cluster_weights(labels: np.ndarray, w: np.ndarray, size: int) -> np.ndarray
                      for c in range(w.shape[1])], axis=1)
 
 
+def _overfilling_moves(new: np.ndarray, moved: np.ndarray, w: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Mask of the moves to undo so that no cluster of ``new`` is above ``limit``: of the
+    nodes that moved into an overfull cluster, the ones past the limit in a fixed scrambled
+    order of node ids. Blocks move at the same time and each sees only its own moves, so on
+    a dense graph every block fills the same popular clusters; undoing every move into them
+    (rather than the excess) left most nodes where they were, round after round."""
+    cwn = _cluster_weights(new, w, w.shape[0])
+    over = np.asarray((cwn > limit).any(axis=1))
+    cand = np.flatnonzero(moved & over[new])
+    undo = np.zeros(new.shape[0], dtype=bool)
+    if cand.size == 0:
+        return undo
+    target = new[cand]
+    # scrambled so that no block's nodes are always kept first (Fibonacci hashing of the id)
+    order = np.lexsort(((cand.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)), target))
+    cand, target = cand[order], target[order]
+    start = np.flatnonzero(np.concatenate([[True], target[1:] != target[:-1]]))
+    first = np.repeat(start, np.diff(np.append(start, cand.size)))
+    wc = w[cand].astype(np.float64)
+    moved_in = np.add.reduceat(wc, start, axis=0)  # [groups, c] weight that moved in
+    base = cwn[target[start]] - moved_in  # what the cluster holds without those moves
+    cum = np.cumsum(wc, axis=0)
+    within = cum - np.concatenate([np.zeros((1, wc.shape[1])), cum])[first]
+    group = np.repeat(np.arange(start.size), np.diff(np.append(start, cand.size)))
+    undo[cand[((base[group] + within) > limit).any(axis=1)]] = True
+    return undo
+
+
 def coarsen(blocks: BlockMap, w: np.ndarray, k: int) -> np.ndarray:
     """Cluster label of every node by size-constrained label propagation over the blocks;
     every node its own cluster when the graph has at most ``COARSE_NODES`` nodes."""
@@ -178,9 +210,8 @@ def coarsen(blocks: BlockMap, w: np.ndarray, k: int) -> np.ndarray:
         new = np.concatenate(blocks.map(_lp_block, (labels, cw, w, limit),
                                         desc=f"coarsen round {r + 1}/{LP_ROUNDS}"))
         moved = new != labels
-        for _ in range(8):  # blocks moved nodes at once: undo moves into overfull clusters
-            over = (_cluster_weights(new, w, n) > limit).any(axis=1)
-            undo = moved & over[new]
+        for _ in range(8):  # blocks moved nodes at once: undo the moves that overfill clusters
+            undo = _overfilling_moves(new, moved, w, limit)
             if not undo.any():
                 break
             new[undo] = labels[undo]
@@ -210,7 +241,28 @@ def _count_keys(keys: np.ndarray, counts: np.ndarray | None = None) -> tuple[np.
     return keys[start], np.add.reduceat(weights, start)
 
 
-def _partition_coarse(pieces: Sequence[tuple[np.ndarray, np.ndarray]], cw: np.ndarray,
+def _merged_pieces(pieces: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks' (keys, counts) pieces summed into one sorted (keys, counts), read one piece
+    at a time; pieces are merged whenever the unmerged ones hold as many entries as the
+    merged result (at least ``MERGE_ENTRIES``), so memory follows the distinct keys, not
+    the sum of the pieces."""
+    keys, counts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    held: list[tuple[np.ndarray, np.ndarray]] = []
+    size = 0
+    for k, c in pieces:
+        held.append((k, c))
+        size += k.size
+        if size >= max(keys.size, MERGE_ENTRIES):
+            keys, counts = _count_keys(np.concatenate([keys, *[h[0] for h in held]]),
+                                       np.concatenate([counts, *[h[1] for h in held]]))
+            held, size = [], 0
+    if held or keys.size == 0:
+        keys, counts = _count_keys(np.concatenate([keys, *[h[0] for h in held]]),
+                                   np.concatenate([counts, *[h[1] for h in held]]))
+    return keys, counts
+
+
+def _partition_coarse(pieces: Iterable[tuple[np.ndarray, np.ndarray]], cw: np.ndarray,
                       cfg: PartitionConfig, allowed: np.ndarray) -> np.ndarray:
     """Build the weighted symmetric coarse graph from the blocks' pieces; METIS it."""
     import scipy.sparse as sp
@@ -219,7 +271,7 @@ def _partition_coarse(pieces: Sequence[tuple[np.ndarray, np.ndarray]], cw: np.nd
 
     lib = load_metis()
     nc = cw.shape[0]
-    keys, counts = _count_keys(np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
+    keys, counts = _merged_pieces(pieces)
     r, c = keys // nc, keys % nc
     a = sp.coo_matrix((np.concatenate([counts, counts]), (np.concatenate([r, c]), np.concatenate([c, r]))),
                       shape=(nc, nc)).tocsr()

@@ -42,8 +42,7 @@ import argparse
 import json
 import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,7 @@ from bench.epoch import (
     read_metrics,
     timed,
 )
-from bench.procs import polled, status_kib
+from bench.procs import tree_peaks
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
@@ -94,23 +93,10 @@ def classify(p: psutil.Process) -> str | None:
     return None
 
 
-@contextmanager
-def peak_rss(every_s: float = 0.25) -> Iterator[dict[int, tuple[str, int]]]:
-    """Poll the descendants of this process; yields {pid: (role, peak KiB)}, filled as it runs."""
-    seen: dict[int, tuple[str, int]] = {}
-    me = psutil.Process()
-
-    def poll() -> None:
-        for p in me.children(recursive=True):
-            try:
-                role = seen[p.pid][0] if p.pid in seen else classify(p)
-                if role is not None:
-                    seen[p.pid] = (role, max(seen.get(p.pid, (role, 0))[1], status_kib(p.pid, "VmHWM")))
-            except (OSError, ValueError, psutil.Error):
-                continue
-
-    with polled(poll, every_s):
-        yield seen
+def peak_rss(every_s: float = 0.25) -> AbstractContextManager[dict[int, tuple[str, int]]]:
+    """Poll the descendants of this process; yields {pid: (role, peak KiB)}, filled as it
+    runs (the processes :func:`classify` gives a role)."""
+    return tree_peaks(psutil.Process(), "VmHWM", every_s, classify, include_root=False)
 
 
 # -- rows --------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 ``train.device=cuda`` for 1, 2 and 4 Ray workers sharing the one GPU (NCCL all-reduce,
 pinned-memory copies) plus the single-process trainer, in each ``--precision``
 (``train.precision``: fp32, and bf16 autocast), and prints epoch time and test accuracy of
-each, then bf16's epoch time and accuracy against fp32's for each mode. It exits with status 2 and a message when no CUDA device is present.
+each, then bf16's epoch time and accuracy against fp32's for each mode. It exits with
+status 2 and a message when no CUDA device is present.
 Record its table in bench/RESULTS.md.
 """
 

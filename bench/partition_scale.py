@@ -30,6 +30,11 @@ beside the set) and, for ``--sample`` random nodes, their rows, features and lab
 the chunks; ``train``: a one-epoch training run on ``--parts`` Ray workers from that set (the
 run's own partition step finds and reuses it), the peak RSS of each of its processes
 recorded. For every step the peak disk used under ``--dir`` is recorded too.
+
+Every step (either mode) also reports its anonymous peak (``RssAnon``, sampled each second):
+of its own process and of the largest process below it. Resident memory counts the pages
+of files a process has mapped (chunks, row blocks, part files), which the kernel drops and
+rereads under pressure; the anonymous peak is what the process allocated.
 ``--reuse-chunks`` (either mode) keeps chunks that an earlier run wrote under ``--dir`` for
 the same graph settings, and reports that run's chunk row; ``--chunks-only`` writes them
 and stops.
@@ -60,7 +65,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from bench.procs import polled, tree_anon_peaks
+from bench.procs import polled, tree_peaks
 
 OUT = Path(__file__).resolve().parent / "out"
 MIB = 1 << 20
@@ -290,16 +295,13 @@ def _disk_peak(path: Path, every_s: float = 1.0) -> Iterator[dict[str, float]]:
 
 
 def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run step ``kind`` in a child process; its row, plus the peak anonymous memory
-    (``RssAnon``, sampled each second) of the child itself and of the largest of its
-    descendants (Ray's task processes and daemons, training workers, METIS's process). The
-    rows' other peaks are resident memory, which also counts the pages of files a process
-    has mapped (chunks, row blocks, part files): the kernel drops and rereads those under
-    pressure, so the anonymous peak is what the process needs."""
+    """Run step ``kind`` in a child process; its row, plus its seconds and the anonymous
+    peaks of the child and of the largest of its descendants (Ray's task processes and
+    daemons, training workers, METIS's process)."""
     t0 = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "bench.partition_scale", "--child", kind, json.dumps(a)],
                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
-    with tree_anon_peaks(psutil.Process(child.pid)) as anon:
+    with tree_peaks(psutil.Process(child.pid), "RssAnon", 1.0, lambda p: "") as anon:
         try:
             stdout, _ = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -308,9 +310,9 @@ def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
             raise
     if child.returncode != 0:
         raise RuntimeError(f"step {kind} failed with exit status {child.returncode}")
-    others = [kib for pid, kib in anon.items() if pid != child.pid]
+    others = [kib for pid, (_, kib) in anon.items() if pid != child.pid]
     return dict(json.loads(stdout.strip().splitlines()[-1])) | {
-        "process_s": time.perf_counter() - t0, "anon_peak_mib": anon.get(child.pid, 0) / 1024,
+        "process_s": time.perf_counter() - t0, "anon_peak_mib": anon.get(child.pid, ("", 0))[1] / 1024,
         "anon_peak_mib_largest_descendant": max(others, default=0) / 1024}
 
 
@@ -372,9 +374,8 @@ def main(argv: list[str] | None = None) -> int:
                 if w != workers[-1]:  # the same settings write the same set: rebuild it
                     shutil.rmtree(r["path"])
         sets = {"metis": rows["metis"]["path"]} | {m: rows[f"{m} w={workers[-1]}"]["path"] for m in methods}
-        checks = _spawn("check", base | {"sets": sets}, timeout)
-        for key in ("process_s", "anon_peak_mib", "anon_peak_mib_largest_descendant"):
-            checks.pop(key)  # what _spawn adds: the rest is one entry per set
+        checked = _spawn("check", base | {"sets": sets}, timeout)
+        checks = {name: checked[name] for name in sets}  # one entry per set, without _spawn's timings
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

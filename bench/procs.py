@@ -1,5 +1,6 @@
 """The processes a benchmark started: their memory, waiting for them to go, killing them;
-and :func:`polled`, a sampler run on a thread while a block runs.
+:func:`polled`, a sampler run on a thread while a block runs, and :func:`tree_peaks`, the
+peaks of a process tree's memory sampled that way.
 
 psutil only (no torch, no Ray), so a runner imports it at no cost; the lists of processes
 come from the caller (``gnntrain.runtime.ray_group.worker_processes`` for Ray workers, or
@@ -37,27 +38,6 @@ def status_kib(pid: int, key: str) -> int:
             if ln.startswith(key + ":"):
                 return int(ln.split()[1])
     return 0
-
-
-@contextmanager
-def tree_anon_peaks(root: psutil.Process, every_s: float = 1.0) -> Iterator[dict[int, int]]:
-    """Poll ``root`` and its descendants while the block runs; yields {pid: peak
-    ``RssAnon`` KiB}, filled as it runs (``root.pid`` among them)."""
-    seen: dict[int, int] = {}
-
-    def poll() -> None:
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return
-        for p in procs:
-            try:
-                seen[p.pid] = max(seen.get(p.pid, 0), status_kib(p.pid, "RssAnon"))
-            except (OSError, ValueError):
-                continue
-
-    with polled(poll, every_s):
-        yield seen
 
 
 def wait_gone(procs: Sequence[psutil.Process], timeout_s: float = 30.0) -> tuple[int, float]:
@@ -98,3 +78,30 @@ def polled(sample: Callable[[], None], every_s: float) -> Iterator[None]:
     finally:
         stop.set()
         t.join()
+
+
+@contextmanager
+def tree_peaks(root: psutil.Process, key: str, every_s: float,
+               tag: Callable[[psutil.Process], str | None], *,
+               include_root: bool = True) -> Iterator[dict[int, tuple[str, int]]]:
+    """Poll ``root``'s descendants (and ``root`` itself unless ``include_root`` is false)
+    while the block runs; yields {pid: (tag, peak of the ``/proc/<pid>/status`` field
+    ``key`` in KiB)}, filled as it runs. ``tag`` names a process the first time it is seen;
+    None leaves it out."""
+    seen: dict[int, tuple[str, int]] = {}
+
+    def poll() -> None:
+        try:
+            procs = [root, *root.children(recursive=True)] if include_root else root.children(recursive=True)
+        except psutil.Error:
+            return
+        for p in procs:
+            try:
+                name = seen[p.pid][0] if p.pid in seen else tag(p)
+                if name is not None:
+                    seen[p.pid] = (name, max(seen.get(p.pid, (name, 0))[1], status_kib(p.pid, key)))
+            except (OSError, ValueError, psutil.Error):
+                continue
+
+    with polled(poll, every_s):
+        yield seen

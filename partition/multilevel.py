@@ -185,15 +185,13 @@ def _overfilling_moves(new: np.ndarray, moved: np.ndarray, w: np.ndarray, limit:
     # scrambled so that no block's nodes are always kept first (Fibonacci hashing of the id)
     order = np.lexsort(((cand.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)), target))
     cand, target = cand[order], target[order]
-    start = np.flatnonzero(np.concatenate([[True], target[1:] != target[:-1]]))
-    first = np.repeat(start, np.diff(np.append(start, cand.size)))
     wc = w[cand].astype(np.float64)
-    moved_in = np.add.reduceat(wc, start, axis=0)  # [groups, c] weight that moved in
-    base = cwn[target[start]] - moved_in  # what the cluster holds without those moves
-    cum = np.cumsum(wc, axis=0)
-    within = cum - np.concatenate([np.zeros((1, wc.shape[1])), cum])[first]
+    start = np.flatnonzero(np.concatenate([[True], target[1:] != target[:-1]]))  # one group per cluster
     group = np.repeat(np.arange(start.size), np.diff(np.append(start, cand.size)))
-    undo[cand[((base[group] + within) > limit).any(axis=1)]] = True
+    cum = np.cumsum(wc, axis=0)
+    before = np.concatenate([np.zeros((1, wc.shape[1])), cum])[start]  # running total at each group's start
+    base = cwn[target[start]] - np.add.reduceat(wc, start, axis=0)  # the cluster without the moves into it
+    undo[cand[(base[group] + cum - before[group] > limit).any(axis=1)]] = True
     return undo
 
 
@@ -246,20 +244,16 @@ def _merged_pieces(pieces: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.
     at a time; pieces are merged whenever the unmerged ones hold as many entries as the
     merged result (at least ``MERGE_ENTRIES``), so memory follows the distinct keys, not
     the sum of the pieces."""
-    keys, counts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    merged = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
     held: list[tuple[np.ndarray, np.ndarray]] = []
     size = 0
-    for k, c in pieces:
-        held.append((k, c))
-        size += k.size
-        if size >= max(keys.size, MERGE_ENTRIES):
-            keys, counts = _count_keys(np.concatenate([keys, *[h[0] for h in held]]),
-                                       np.concatenate([counts, *[h[1] for h in held]]))
+    for piece in pieces:
+        held.append(piece)
+        size += piece[0].size
+        if size >= max(merged[0].size, MERGE_ENTRIES):
+            merged = _count_keys(*map(np.concatenate, zip(merged, *held, strict=True)))
             held, size = [], 0
-    if held or keys.size == 0:
-        keys, counts = _count_keys(np.concatenate([keys, *[h[0] for h in held]]),
-                                   np.concatenate([counts, *[h[1] for h in held]]))
-    return keys, counts
+    return _count_keys(*map(np.concatenate, zip(merged, *held, strict=True))) if held else merged
 
 
 def _partition_coarse(pieces: Iterable[tuple[np.ndarray, np.ndarray]], cw: np.ndarray,

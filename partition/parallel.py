@@ -176,7 +176,7 @@ class RayBlocks:
         return [p[0] for p in pairs]
 
     def call(self, fn: Callable[..., T], pieces: list[Any], *args: Any) -> T:
-        return self.runner.results([_gather_task.remote(fn, list(pieces), *args)], fn.__name__)[0]
+        return self.runner.results([_gather_task.remote(fn, pieces, *args)], fn.__name__)[0]
 
 
 # ---- step 1: edge chunks -> row blocks ------------------------------------------------------

@@ -52,6 +52,14 @@ def _model(in_dim: int, out_dim: int) -> torch.nn.Module:
     return build_model(cfg.arch, cfg, in_dim, out_dim, seed=0)
 
 
+def _assert_float32_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    """Parameters, their gradients and Adam's moments all float32."""
+    for p in model.parameters():
+        assert p.dtype == torch.float32 and p.grad is not None and p.grad.dtype == torch.float32
+    for st in opt.state.values():
+        assert st["exp_avg"].dtype == st["exp_avg_sq"].dtype == torch.float32
+
+
 # -- configuration and selection ------------------------------------------------------------
 def test_precision_values_are_the_config_literal() -> None:
     assert get_args(TrainConfig.model_fields["precision"].annotation) == PRECISIONS
@@ -158,10 +166,7 @@ def test_bf16_step_keeps_float32_state_and_buffer() -> None:
     assert linear_out == [torch.bfloat16], "the forward did not run in bfloat16"
     assert losses == [torch.float32]
     assert seen["buf"] == torch.float32
-    for p in model.parameters():
-        assert p.dtype == torch.float32 and p.grad is not None and p.grad.dtype == torch.float32
-    for st in opt.state.values():
-        assert st["exp_avg"].dtype == st["exp_avg_sq"].dtype == torch.float32
+    _assert_float32_state(model, opt)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -193,11 +198,9 @@ def test_cuda_mixed_precision_steps_keep_float32_state_and_train(native: bool) -
         losses.append(stats.loss_sum / max(stats.examples, 1))
     hook.remove()
     assert set(linear_out) == {low}, f"the forward ran in {set(linear_out)}, not {low}"
+    _assert_float32_state(model, opt)
     for p in model.parameters():
-        assert p.dtype == torch.float32 and p.is_cuda and p.grad is not None and p.grad.dtype == torch.float32
-        assert bool(torch.isfinite(p).all())
-    for st in opt.state.values():
-        assert st["exp_avg"].dtype == st["exp_avg_sq"].dtype == torch.float32
+        assert p.is_cuda and bool(torch.isfinite(p).all())
     if not native:
         assert precision.scaler is not None and precision.scaler.get_scale() > 1.0
         # the buffer holds scaled gradients (the first steps overflow at the initial scale

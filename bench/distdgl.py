@@ -55,6 +55,7 @@ from bench.epoch import (
     dgl_state,
     machine,
     majority_share,
+    peer_environ,
     quiet,
     read_metrics,
     timed,
@@ -156,7 +157,7 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
         with peak_rss() as seen:
             proc = subprocess.run([python, str(PEER), "launch", str(npz), str(out), json.dumps(settings)],
                                   capture_output=True, text=True, timeout=timeout_s + 300,
-                                  env={**os.environ, "DGLBACKEND": "pytorch"})
+                                  env=peer_environ())
     except (OSError, subprocess.SubprocessError) as e:
         return {"absent": f"the DistDGL launcher did not run: {e}"}
     finally:

@@ -65,6 +65,7 @@ import torch.nn.functional as F
 from rich.console import Console
 
 from bench.verdict import Check, check, finish
+from gnntrain.allocator import TORCH_ALLOC_ENV
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
@@ -84,6 +85,15 @@ SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
 
 
 # -- helpers shared by the bench modules (comm, faults import them) --------------------
+def peer_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a peer's process (DGL's): this one's, with ``DGLBACKEND`` set and
+    without the torch allocator setting that importing gnntrain puts in it
+    (:data:`gnntrain.allocator.TORCH_ALLOC_ENV`, huge pages for large tensors), so a peer
+    runs with torch's defaults, as its users get them; ``extra`` goes on top."""
+    env = {k: v for k, v in os.environ.items() if k not in TORCH_ALLOC_ENV}
+    return {**env, "DGLBACKEND": "pytorch", **(extra or {})}
+
+
 def run_peer(python: str, script: str, graph_file: Path, settings: dict[str, Any],
              env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``bench/<script> graph_file settings`` under a peer's Python (DGL's) and return
@@ -92,7 +102,7 @@ def run_peer(python: str, script: str, graph_file: Path, settings: dict[str, Any
     try:
         proc = subprocess.run([python, str(Path(__file__).with_name(script)), str(graph_file),
                                json.dumps(settings)], capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "DGLBACKEND": "pytorch", **(env or {})})
+                              env=peer_environ(env))
     finally:
         graph_file.unlink(missing_ok=True)
     if proc.returncode != 0:

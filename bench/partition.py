@@ -51,6 +51,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench._dgl_hetero import write_npz
+from bench.epoch import peer_environ
 from bench.verdict import Check, check, conclude
 from gnntrain.config import (
     CsvDataset,
@@ -206,7 +207,7 @@ def _dgl(g: Graph, k: int) -> dict[str, Any] | None:
         npz = Path(tmp) / "g.npz"
         np.savez(npz, indptr=g.indptr, indices=g.indices, x=g.x, train=g.train_idx)
         proc = subprocess.run([python, "-c", _DGL_SCRIPT, str(npz), str(k), str(Path(tmp) / "out")],
-                              capture_output=True, text=True, timeout=3600)
+                              capture_output=True, text=True, timeout=3600, env=peer_environ())
     if proc.returncode != 0:
         return {"row": "DGL partition_graph", "k": k, "error": proc.stderr[-500:]}
     res = json.loads(proc.stdout.strip().splitlines()[-1])

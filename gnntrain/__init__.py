@@ -16,7 +16,8 @@ The public API (version 0.2), importable from the package itself:
   a gnntrain model (:mod:`gnntrain.models.protocol` is the model protocol).
 
 Importing this package is cheap: it loads neither Ray nor torch (the names above are
-imported on first use). The data path reads ``partition`` -> ``samplers`` ->
+imported on first use). It sets ``THP_MEM_ALLOC_ENABLE=1`` in the environment unless set
+(huge pages for torch's large CPU tensors, :mod:`gnntrain.allocator`). The data path reads ``partition`` -> ``samplers`` ->
 ``gnntrain.runtime``; ``gnntrain.runtime.coordinator`` shows it whole.
 """
 
@@ -25,7 +26,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gnntrain.allocator import use_huge_pages
+
 __version__ = "0.2.0"
+
+use_huge_pages()  # before torch's first allocation, when gnntrain is imported first
 
 if TYPE_CHECKING:
     from gnntrain.api import Loaded, Run, fit, load

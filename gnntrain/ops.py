@@ -5,8 +5,10 @@ Why by hand: in torch 2.13.0+cpu, ``F.dropout`` on a 50k x 256 float32 activatio
 ~200 ms on this machine (its ``bernoulli_`` draws from the CPU generator on one thread),
 more than the layer's message passing; torch 2.2.1 took ~100 ms. :func:`relu_dropout`
 draws its mask in a numba kernel (splitmix64, 32 random bits per element) and applies
-ReLU, the mask and the ``1 / (1 - p)`` scale in the same pass, ~10x faster
-(``python -m bench.epoch`` shows the step time). It is exact dropout: every element
+ReLU, the mask and the ``1 / (1 - p)`` scale in the same pass. Each splitmix64 output is
+computed from its index, so the loop carries no state and vectorises: ~4 ms for 12.8M
+float32 elements at one thread, 40x ``F.dropout`` (``python -m bench.epoch`` shows the
+step time). It is exact dropout: every element
 is kept independently with probability ``1 - p`` (to 2^-32), and the stream is seeded
 from torch's global generator, so ``torch.manual_seed`` makes it reproducible like
 ``F.dropout``. bfloat16 activations (``train.precision: bf16``) take the same draws on
@@ -30,16 +32,31 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S30, _S27, _S31, _S32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
 _BF16_INF = np.uint16(0x7F80)
+_ONE = np.uint64(1)
+_F32_ZERO = np.float32(0)
+_U16_ZERO = np.uint16(0)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _splitmix(state: np.uint64) -> tuple[np.uint64, np.uint64]:
-    """One splitmix64 step: the next state and a 64-bit draw (two 32-bit uniforms)."""
-    state += _GOLDEN
-    z = state
+def _draws(seed: np.uint64, j: int) -> tuple[np.uint64, np.uint64]:
+    """The ``j``-th output of the splitmix64 stream started at ``seed``, as two 32-bit
+    uniforms (low half first). splitmix64's state only adds a constant per step, so each
+    output is a function of ``seed + (j + 1) * golden``: no loop-carried state, and the
+    kernels' loops vectorise (~5x the sequential form's speed, the same draws)."""
+    z = seed + (np.uint64(j) + _ONE) * _GOLDEN
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
-    return state, z ^ (z >> _S31)
+    z = z ^ (z >> _S31)
+    return z & _LOW32, z >> _S32
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _keep_f32(x: np.ndarray, out: np.ndarray, keep: np.ndarray, i: int, r: np.uint64,
+              thresh: np.uint64, scale: np.float32) -> None:
+    v = x[i]
+    k = (r >= thresh) & (v > 0)
+    out[i] = v * scale if k else _F32_ZERO
+    keep[i] = k
 
 
 @nb.njit(nogil=True, cache=True)
@@ -47,17 +64,21 @@ def _relu_dropout_fwd(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
                       thresh: np.uint64, scale: np.float32, seed: np.uint64) -> None:
     """``out[i] = x[i] * scale`` where ``x[i] > 0`` and the draw keeps ``i``, else 0."""
     n = x.shape[0]
-    state = seed
-    i = 0
-    while i < n:
-        state, z = _splitmix(state)
-        for r in (z & _LOW32, z >> _S32):
-            if i < n:
-                v = x[i]
-                k = r >= thresh and v > 0
-                out[i] = v * scale if k else 0
-                keep[i] = k
-                i += 1
+    for j in range(n >> 1):  # element pairs: one draw each, no branch on the tail
+        r0, r1 = _draws(seed, j)
+        _keep_f32(x, out, keep, 2 * j, r0, thresh, scale)
+        _keep_f32(x, out, keep, 2 * j + 1, r1, thresh, scale)
+    if n & 1:
+        _keep_f32(x, out, keep, n - 1, _draws(seed, n >> 1)[0], thresh, scale)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _keep_bits(x: np.ndarray, out: np.ndarray, keep: np.ndarray, i: int, r: np.uint64,
+               thresh: np.uint64) -> None:
+    v = x[i]
+    k = (r >= thresh) & (v > 0) & (v <= _BF16_INF)
+    out[i] = v if k else _U16_ZERO
+    keep[i] = k
 
 
 @nb.njit(nogil=True, cache=True)
@@ -67,17 +88,12 @@ def _relu_dropout_bits(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
     (sign bit clear, not zero, not NaN: ``0 < bits <= 0x7F80``) and the draw keeps ``i``,
     else 0; the caller applies the scale."""
     n = x.shape[0]
-    state = seed
-    i = 0
-    while i < n:
-        state, z = _splitmix(state)
-        for r in (z & _LOW32, z >> _S32):
-            if i < n:
-                v = x[i]
-                k = r >= thresh and v > 0 and v <= _BF16_INF
-                out[i] = v if k else 0
-                keep[i] = k
-                i += 1
+    for j in range(n >> 1):
+        r0, r1 = _draws(seed, j)
+        _keep_bits(x, out, keep, 2 * j, r0, thresh)
+        _keep_bits(x, out, keep, 2 * j + 1, r1, thresh)
+    if n & 1:
+        _keep_bits(x, out, keep, n - 1, _draws(seed, n >> 1)[0], thresh)
 
 
 @nb.njit(nogil=True, cache=True)

@@ -129,7 +129,8 @@ class BlockGNN(LayerwiseModel):
             out = conv((h, x_dst), ei, size=(h.shape[0], block.num_dst))
         elif indptr is not None and isinstance(conv, SAGEConv):  # mean + root weight, over the CSR
             agg = spmm(indptr, edge_index, mean_weights(indptr, edge_index.shape[1]), h, block.num_dst)
-            out = conv.lin_l(agg) + conv.lin_r(x_dst)
+            # lin_l(agg) + lin_r(x_dst) (lin_r has no bias) with the sum inside the second GEMM
+            out = torch.addmm(conv.lin_l(agg), x_dst, conv.lin_r.weight.t())
         else:
             out = conv((h, x_dst), edge_index, size=(h.shape[0], block.num_dst))
         if i < self.num_layers - 1:

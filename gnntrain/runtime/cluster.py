@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
 
+from gnntrain.allocator import TORCH_ALLOC_ENV
 from gnntrain.config import ClusterConfig
 from gnntrain.runtime import interrupts
 
@@ -159,10 +160,11 @@ def driver_code_paths() -> list[str]:
     return out
 
 
-WORKER_MALLOC_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}
-"""glibc's allocator settings for the worker processes, unless the driver's environment
-sets them. A worker allocates its batches, peer replies and layer outputs on several
-threads (training, serving, Ray's own); with glibc's default of 8 arenas per core each
+WORKER_MALLOC_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2", **TORCH_ALLOC_ENV}
+"""glibc's and torch's allocator settings for the worker processes, unless the driver's
+environment sets them (torch's: huge pages for large tensors, :mod:`gnntrain.allocator`).
+A worker allocates its batches, peer replies and layer outputs on several threads
+(training, serving, Ray's own); with glibc's default of 8 arenas per core each
 thread's arena keeps the holes its freed arrays leave, and a worker's private memory grew
 epoch after epoch on synthetic-small (25-70 MiB per epoch with 2-4 workers). With two
 arenas it levels off after the first epochs, at the same epoch time (``python -m bench.soak``)."""

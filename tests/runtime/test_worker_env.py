@@ -4,7 +4,9 @@ their heap's free pages back after every coordinator call (:func:`trim_heap`).""
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +35,8 @@ def test_worker_processes_start_with_the_allocator_settings(ray_local: None, tmp
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Read from each worker's environment at exec (``/proc/<pid>/environ``): glibc reads
     its settings there, before any Python code runs."""
-    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    for key in WORKER_MALLOC_ENV:
+        monkeypatch.delenv(key, raising=False)
     cfg = tiny_cfg(tmp_path, workers=2)
     pset = build_partition_set(make_graph(300, seed=3), cfg.partition)
     group = RayGroup(cfg, str(pset.path), 2, cfg.model.arch, NodeClassification())
@@ -43,6 +46,43 @@ def test_worker_processes_start_with_the_allocator_settings(ray_local: None, tmp
             assert {k: env.get(k) for k in WORKER_MALLOC_ENV} == WORKER_MALLOC_ENV, pid
     finally:
         group.shutdown()
+
+
+HUGE_PAGES = """
+import re
+import gnntrain, torch
+def huge_kib():
+    return int(re.search(r"AnonHugePages:\\s+(\\d+)", open("/proc/self/smaps_rollup").read()).group(1))
+before = huge_kib()
+x = torch.ones(64 << 20, dtype=torch.uint8)
+print((huge_kib() - before) // 1024)
+"""
+
+
+def _thp_mode() -> str | None:
+    """The kernel's transparent-huge-page mode (``always``, ``madvise``, ``never``)."""
+    path = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    found = re.search(r"\[(\w+)\]", path.read_text()) if path.exists() else None
+    return found.group(1) if found else None
+
+
+@pytest.mark.skipif(_thp_mode() not in ("always", "madvise"),
+                    reason="the kernel gives no transparent huge pages (or is not Linux)")
+@pytest.mark.parametrize("value", [None, "0"])
+def test_importing_gnntrain_backs_large_tensors_with_huge_pages(value: str | None) -> None:
+    """``import gnntrain`` before torch's first allocation sets ``THP_MEM_ALLOC_ENABLE=1``:
+    a 64 MiB tensor then lies in huge pages. ``0`` in the environment wins; under the
+    kernel's ``madvise`` mode the tensor then gets none."""
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    if value is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = value
+    out = subprocess.run([sys.executable, "-c", HUGE_PAGES], env=env, capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2])
+    huge_mib = int(out.stdout)
+    if value is None:
+        assert huge_mib >= 32, huge_mib
+    elif _thp_mode() == "madvise":
+        assert huge_mib == 0, huge_mib
 
 
 HOLES = """

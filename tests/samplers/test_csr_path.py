@@ -121,3 +121,33 @@ def test_relu_dropout_gradient_and_seed() -> None:
     a = relu_dropout(xt, 0.5, training=True)
     torch.manual_seed(9)
     torch.testing.assert_close(a, relu_dropout(xt.contiguous(), 0.5, training=True))
+
+
+def _splitmix64(state: int, count: int) -> list[int]:
+    """``count`` outputs of splitmix64 from ``state``, stepped one after another (the
+    reference generator, in Python integers)."""
+    mask, out = (1 << 64) - 1, []
+    for _ in range(count):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        out.append(z ^ (z >> 31))
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64])
+def test_relu_dropout_mask_is_the_splitmix64_stream(n: int) -> None:
+    """Element ``2j`` keeps on the low 32 bits of splitmix64's ``j``-th output and ``2j + 1``
+    on the high 32 (the kernel computes each output from its index, so the stream and
+    the masks stay those of the sequential generator), for odd lengths too."""
+    from gnntrain.ops import _relu_dropout_fwd
+
+    seed, thresh = 0x1234_5678_9ABC_DEF0, 1 << 31  # p = 0.5
+    draws = _splitmix64(seed, (n + 1) // 2)
+    bits = [(draws[i // 2] >> (32 * (i % 2))) & 0xFFFFFFFF for i in range(n)]
+    x = np.ones(n, dtype=np.float32)
+    out, keep = np.empty_like(x), np.empty(n, dtype=np.bool_)
+    _relu_dropout_fwd(x, out, keep, np.uint64(thresh), np.float32(2.0), np.uint64(seed))
+    assert keep.tolist() == [b >= thresh for b in bits]
+    assert out.tolist() == [2.0 if b >= thresh else 0.0 for b in bits]

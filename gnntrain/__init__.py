@@ -17,8 +17,9 @@ The public API (version 0.2), importable from the package itself:
 
 Importing this package is cheap: it loads neither Ray nor torch (the names above are
 imported on first use). It sets ``THP_MEM_ALLOC_ENABLE=1`` in the environment unless set
-(huge pages for torch's large CPU tensors, :mod:`gnntrain.allocator`). The data path reads ``partition`` -> ``samplers`` ->
-``gnntrain.runtime``; ``gnntrain.runtime.coordinator`` shows it whole.
+(huge pages for torch's large CPU tensors, :mod:`gnntrain.allocator`). The data path
+reads ``partition`` -> ``samplers`` -> ``gnntrain.runtime``;
+``gnntrain.runtime.coordinator`` shows it whole.
 """
 
 from __future__ import annotations

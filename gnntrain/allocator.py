@@ -1,9 +1,9 @@
 """torch's CPU allocator setting that gnntrain gives its processes: huge pages for large
 tensors (:data:`TORCH_ALLOC_ENV`, applied by :func:`use_huge_pages`).
 
-With ``THP_MEM_ALLOC_ENABLE=1`` torch's CPU allocator aligns every allocation of 2 MiB or
-more to 2 MiB and asks the kernel for transparent huge pages there (``madvise``; a kernel
-whose ``transparent_hugepage/enabled`` is ``never`` ignores it). A training step
+With ``THP_MEM_ALLOC_ENABLE=1`` torch's CPU allocator asks the kernel for transparent huge
+pages for every allocation of 2 MiB or more (``madvise(MADV_HUGEPAGE)``; a kernel whose
+``transparent_hugepage/enabled`` is ``never`` ignores it). A training step
 allocates its layer outputs and their gradients afresh, and glibc maps allocations over
 32 MiB anew every time: each first touch then faulted in 4 KiB pages. Allocating and
 filling a 50,374 x 256 float32 tensor took ~22 ms with 4 KiB pages and ~5 ms with huge
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 
 TORCH_ALLOC_ENV: dict[str, str] = {"THP_MEM_ALLOC_ENABLE": "1"}
-"""Environment of torch's CPU allocator: 2 MiB-aligned, huge-page-backed large tensors."""
+"""Environment of torch's CPU allocator: large tensors backed by transparent huge pages."""
 
 
 def use_huge_pages() -> None:

@@ -6,9 +6,10 @@ Why by hand: in torch 2.13.0+cpu, ``F.dropout`` on a 50k x 256 float32 activatio
 more than the layer's message passing; torch 2.2.1 took ~100 ms. :func:`relu_dropout`
 draws its mask in a numba kernel (splitmix64, 32 random bits per element) and applies
 ReLU, the mask and the ``1 / (1 - p)`` scale in the same pass. Each splitmix64 output is
-computed from its index, so the loop carries no state and vectorises: ~4 ms for 12.8M
-float32 elements at one thread, 40x ``F.dropout`` (``python -m bench.epoch`` shows the
-step time). It is exact dropout: every element
+computed from its index, so the loop carries no state and vectorises: the kernel takes
+~5 ms for 12.8M float32 elements at one thread, the whole op with its allocations ~12 ms,
+against ~200 ms for ``F.relu`` + ``F.dropout`` (``python -m bench.epoch`` shows the step
+time). It is exact dropout: every element
 is kept independently with probability ``1 - p`` (to 2^-32), and the stream is seeded
 from torch's global generator, so ``torch.manual_seed`` makes it reproducible like
 ``F.dropout``. bfloat16 activations (``train.precision: bf16``) take the same draws on

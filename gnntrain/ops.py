@@ -34,8 +34,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _S30, _S27, _S31, _S32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
 _BF16_INF = np.uint16(0x7F80)
 _ONE = np.uint64(1)
-_F32_ZERO = np.float32(0)
-_U16_ZERO = np.uint16(0)
+_U16_ONE = np.uint16(1)
+_F32_INF = np.float32(np.inf)
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
@@ -52,67 +52,47 @@ def _draws(seed: np.uint64, j: int) -> tuple[np.uint64, np.uint64]:
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _keep_f32(x: np.ndarray, out: np.ndarray, keep: np.ndarray, i: int, r: np.uint64,
-              thresh: np.uint64, scale: np.float32) -> None:
+def _keep(x: np.ndarray, out: np.ndarray, keep: np.ndarray, i: int, r: np.uint64,
+          thresh: np.uint64, scale: Any, top: Any) -> None:
     v = x[i]
-    k = (r >= thresh) & (v > 0)
-    out[i] = v * scale if k else _F32_ZERO
+    k = (r >= thresh) & (v > 0) & (v <= top)
+    out[i] = v * scale if k else 0
     keep[i] = k
 
 
 @nb.njit(nogil=True, cache=True)
 def _relu_dropout_fwd(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
-                      thresh: np.uint64, scale: np.float32, seed: np.uint64) -> None:
-    """``out[i] = x[i] * scale`` where ``x[i] > 0`` and the draw keeps ``i``, else 0."""
+                      thresh: np.uint64, seed: np.uint64, scale: Any, top: Any) -> None:
+    """``out[i] = x[i] * scale`` where ``0 < x[i] <= top`` and the draw keeps ``i``, else 0.
+    float32: ``top`` is +inf (``x > 0`` alone; NaN fails both). bfloat16 as its uint16 bit
+    patterns: ``top`` is ``0x7F80`` (sign bit clear, not zero, not NaN) and ``scale`` 1,
+    the caller scaling in bfloat16."""
     n = x.shape[0]
     for j in range(n >> 1):  # element pairs: one draw each, no branch on the tail
         r0, r1 = _draws(seed, j)
-        _keep_f32(x, out, keep, 2 * j, r0, thresh, scale)
-        _keep_f32(x, out, keep, 2 * j + 1, r1, thresh, scale)
+        _keep(x, out, keep, 2 * j, r0, thresh, scale, top)
+        _keep(x, out, keep, 2 * j + 1, r1, thresh, scale, top)
     if n & 1:
-        _keep_f32(x, out, keep, n - 1, _draws(seed, n >> 1)[0], thresh, scale)
-
-
-@nb.njit(nogil=True, cache=True, inline="always")
-def _keep_bits(x: np.ndarray, out: np.ndarray, keep: np.ndarray, i: int, r: np.uint64,
-               thresh: np.uint64) -> None:
-    v = x[i]
-    k = (r >= thresh) & (v > 0) & (v <= _BF16_INF)
-    out[i] = v if k else _U16_ZERO
-    keep[i] = k
+        _keep(x, out, keep, n - 1, _draws(seed, n >> 1)[0], thresh, scale, top)
 
 
 @nb.njit(nogil=True, cache=True)
-def _relu_dropout_bits(x: np.ndarray, out: np.ndarray, keep: np.ndarray,
-                       thresh: np.uint64, seed: np.uint64) -> None:
-    """The same draws on bfloat16 bit patterns (uint16): ``out[i] = x[i]`` where ``x[i] > 0``
-    (sign bit clear, not zero, not NaN: ``0 < bits <= 0x7F80``) and the draw keeps ``i``,
-    else 0; the caller applies the scale."""
-    n = x.shape[0]
-    for j in range(n >> 1):
-        r0, r1 = _draws(seed, j)
-        _keep_bits(x, out, keep, 2 * j, r0, thresh)
-        _keep_bits(x, out, keep, 2 * j + 1, r1, thresh)
-    if n & 1:
-        _keep_bits(x, out, keep, n - 1, _draws(seed, n >> 1)[0], thresh)
-
-
-@nb.njit(nogil=True, cache=True)
-def _masked_scale(g: np.ndarray, keep: np.ndarray, scale: np.float32, out: np.ndarray) -> None:
+def _masked_scale(g: np.ndarray, keep: np.ndarray, scale: Any, out: np.ndarray) -> None:
+    """``out[i] = g[i] * scale`` where ``keep[i]``, else 0 (bfloat16 bits: ``scale`` 1)."""
     for i in range(g.shape[0]):
         out[i] = g[i] * scale if keep[i] else 0
-
-
-@nb.njit(nogil=True, cache=True)
-def _masked_bits(g: np.ndarray, keep: np.ndarray, out: np.ndarray) -> None:
-    for i in range(g.shape[0]):
-        out[i] = g[i] if keep[i] else 0
 
 
 def _flat(t: Tensor) -> np.ndarray:
     """A flat numpy view; bfloat16 as its uint16 bit patterns (numpy has no bfloat16)."""
     t = t.view(-1)
     return (t.view(torch.uint16) if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def _scale_top(scale: np.float32, bits: bool) -> tuple[np.float32 | np.uint16, np.float32 | np.uint16]:
+    """The kernels' ``scale`` and ``top`` for float32, or for bfloat16 bit patterns (scale 1:
+    the caller scales in bfloat16)."""
+    return (_U16_ONE, _BF16_INF) if bits else (scale, _F32_INF)
 
 
 class _ReluDropout(torch.autograd.Function):
@@ -124,11 +104,10 @@ class _ReluDropout(torch.autograd.Function):
         seed = np.uint64(int(torch.randint(0, 2**62, (1,), dtype=torch.int64)))
         thresh = np.uint64(min(2**32, round(p * 2**32)))
         scale = np.float32(1.0 / (1.0 - p))
-        if xc.dtype == torch.bfloat16:
-            _relu_dropout_bits(_flat(xc), _flat(out), _flat(keep), thresh, seed)
+        bits = xc.dtype == torch.bfloat16
+        _relu_dropout_fwd(_flat(xc), _flat(out), _flat(keep), thresh, seed, *_scale_top(scale, bits))
+        if bits:
             out.mul_(float(scale))  # one rounding to bfloat16, as x * scale in bfloat16
-        else:
-            _relu_dropout_fwd(_flat(xc), _flat(out), _flat(keep), thresh, scale, seed)
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return out
@@ -138,11 +117,10 @@ class _ReluDropout(torch.autograd.Function):
         (keep,) = ctx.saved_tensors
         g = grads[0].contiguous()
         out = torch.empty_like(g)
-        if g.dtype == torch.bfloat16:
-            _masked_bits(_flat(g), _flat(keep), _flat(out))
+        bits = g.dtype == torch.bfloat16
+        _masked_scale(_flat(g), _flat(keep), _scale_top(ctx.scale, bits)[0], _flat(out))
+        if bits:
             out.mul_(float(ctx.scale))
-        else:
-            _masked_scale(_flat(g), _flat(keep), ctx.scale, _flat(out))
         return out, None
 
 

@@ -141,13 +141,13 @@ def test_relu_dropout_mask_is_the_splitmix64_stream(n: int) -> None:
     """Element ``2j`` keeps on the low 32 bits of splitmix64's ``j``-th output and ``2j + 1``
     on the high 32 (the kernel computes each output from its index, so the stream and
     the masks stay those of the sequential generator), for odd lengths too."""
-    from gnntrain.ops import _relu_dropout_fwd
+    from gnntrain.ops import _relu_dropout_fwd, _scale_top
 
     seed, thresh = 0x1234_5678_9ABC_DEF0, 1 << 31  # p = 0.5
     draws = _splitmix64(seed, (n + 1) // 2)
     bits = [(draws[i // 2] >> (32 * (i % 2))) & 0xFFFFFFFF for i in range(n)]
     x = np.ones(n, dtype=np.float32)
     out, keep = np.empty_like(x), np.empty(n, dtype=np.bool_)
-    _relu_dropout_fwd(x, out, keep, np.uint64(thresh), np.float32(2.0), np.uint64(seed))
+    _relu_dropout_fwd(x, out, keep, np.uint64(thresh), np.uint64(seed), *_scale_top(np.float32(2.0), False))
     assert keep.tolist() == [b >= thresh for b in bits]
     assert out.tolist() == [2.0 if b >= thresh else 0.0 for b in bits]

@@ -55,12 +55,11 @@ from bench.epoch import (
     dgl_state,
     machine,
     majority_share,
-    peer_environ,
     quiet,
     read_metrics,
     timed,
 )
-from bench.procs import tree_peaks
+from bench.procs import peer_environ, tree_peaks
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset

@@ -64,8 +64,8 @@ import torch
 import torch.nn.functional as F
 from rich.console import Console
 
+from bench.procs import peer_environ
 from bench.verdict import Check, check, finish
-from gnntrain.allocator import TORCH_ALLOC_ENV
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
@@ -85,15 +85,6 @@ SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
 
 
 # -- helpers shared by the bench modules (comm, faults import them) --------------------
-def peer_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a peer's process (DGL's): this one's, with ``DGLBACKEND`` set and
-    without the torch allocator setting that importing gnntrain puts in it
-    (:data:`gnntrain.allocator.TORCH_ALLOC_ENV`, huge pages for large tensors), so a peer
-    runs with torch's defaults, as its users get them; ``extra`` goes on top."""
-    env = {k: v for k, v in os.environ.items() if k not in TORCH_ALLOC_ENV}
-    return {**env, "DGLBACKEND": "pytorch", **(extra or {})}
-
-
 def run_peer(python: str, script: str, graph_file: Path, settings: dict[str, Any],
              env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``bench/<script> graph_file settings`` under a peer's Python (DGL's) and return

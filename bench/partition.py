@@ -51,7 +51,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench._dgl_hetero import write_npz
-from bench.epoch import peer_environ
+from bench.procs import peer_environ
 from bench.verdict import Check, check, conclude
 from gnntrain.config import (
     CsvDataset,

@@ -1,6 +1,7 @@
 """The processes a benchmark started: their memory, waiting for them to go, killing them;
 :func:`polled`, a sampler run on a thread while a block runs, and :func:`tree_peaks`, the
-peaks of a process tree's memory sampled that way.
+peaks of a process tree's memory sampled that way; :func:`peer_environ`, the environment
+a peer system's process (DGL's) starts with.
 
 psutil only (no torch, no Ray), so a runner imports it at no cost; the lists of processes
 come from the caller (``gnntrain.runtime.ray_group.worker_processes`` for Ray workers, or
@@ -8,12 +9,15 @@ a process tree)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import psutil
+
+from gnntrain.allocator import TORCH_ALLOC_ENV
 
 
 def rss(procs: Iterable[psutil.Process]) -> dict[int, int]:
@@ -105,3 +109,12 @@ def tree_peaks(root: psutil.Process, key: str, every_s: float,
 
     with polled(poll, every_s):
         yield seen
+
+
+def peer_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a peer's process (DGL's): this one's, with ``DGLBACKEND`` set and
+    without the torch allocator setting that importing gnntrain puts in it
+    (:data:`gnntrain.allocator.TORCH_ALLOC_ENV`, huge pages for large tensors), so a peer
+    runs with torch's defaults, as its users get them; ``extra`` goes on top."""
+    env = {k: v for k, v in os.environ.items() if k not in TORCH_ALLOC_ENV}
+    return {**env, "DGLBACKEND": "pytorch", **(extra or {})}

@@ -75,6 +75,9 @@ class SyntheticConfig(_Frozen):
     feature_noise: float = Field(3.0, ge=0.0, description="noise std relative to centroid spread")
     feature_mismatch: float = Field(0.5, ge=0.0, lt=1.0, description="share of nodes whose "
                                     "features centre on another class's centroid")
+    unit_variance: bool = Field(False, description="divide the features by sqrt(1 + "
+                                "feature_noise^2), so each has about unit variance (the raw "
+                                "features' std is about that factor)")
     train_frac: float = Field(0.6, gt=0.0, lt=1.0)
     val_frac: float = Field(0.2, ge=0.0, lt=1.0)
     seed: int = 0

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from bench.distdgl import PEER, peak_rss, seed_summary, time_to
+from bench.distdgl import PEER, peak_rss, seed_summary, separability, time_to
+from gnntrain.config import SyntheticConfig
+from gnntrain.data import generate
 
 # a child that holds ~200 MiB for a while; the trailing argument puts the peer's file name
 # in its command line, as the DistDGL processes have it
@@ -53,3 +55,12 @@ def test_seed_summary_gives_each_seed_and_the_mean_against_distdgl() -> None:
     assert s["fp32"]["acc_points_vs_distdgl_mean"] == pytest.approx(1.0)
     assert (s["fp32"]["min"], s["fp32"]["max"]) == (0.47, 0.70)
     assert s["fp32"]["mean"] == pytest.approx(0.585)
+
+
+def test_separability_reads_the_classes_off_features_and_neighbours() -> None:
+    exact = separability(generate(SyntheticConfig(nodes=2000, classes=4, feature_noise=0.0,
+                                                  feature_mismatch=0.0)))
+    assert exact["own_features"] == 1.0  # every row is its class's centroid
+    mixed = separability(generate(SyntheticConfig(nodes=2000, classes=4, feature_noise=0.0,
+                                                  feature_mismatch=0.5, homophily=0.9)))
+    assert 0.4 < mixed["own_features"] < 0.7 < mixed["hop1_mean"]

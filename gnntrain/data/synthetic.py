@@ -18,7 +18,11 @@ The model is a degree-corrected stochastic block model (Chung-Lu within classes)
    except for a ``feature_mismatch`` share of nodes that get another class's. A
    feature-only model is thus capped near ``1 - feature_mismatch`` and blurred further
    by the noise, while the neighbourhood (a ``homophily`` share of same-class
-   neighbours) recovers the rest;
+   neighbours) recovers the rest. The features' std is then about
+   ``sqrt(1 + feature_noise^2)`` (3.2 at the default noise); ``unit_variance`` divides
+   them by that. Inputs that large can hold a model at chance loss for many epochs (a
+   3-layer GraphSAGE with Adam lr 0.01 on 100k nodes with noise 6: 4.8% test accuracy
+   after 16 epochs raw, 88.9% with unit variance);
 4. a random ``train_frac`` / ``val_frac`` / rest split over all nodes.
 
 Scale: edges are generated per block of 16,384 source nodes, each block from its own
@@ -218,7 +222,8 @@ def _block_edges(cfg: SyntheticConfig, a: int, w: np.ndarray, y: np.ndarray,
 
 
 def _features(cfg: SyntheticConfig, y: np.ndarray) -> np.ndarray:
-    """Class centroid plus N(0, feature_noise^2) noise, float32, generated per block."""
+    """Class centroid plus N(0, feature_noise^2) noise (divided by sqrt(1 + feature_noise^2)
+    with ``unit_variance``), float32, generated per block."""
     centroids = _centroids(cfg)
     x = np.empty((y.shape[0], cfg.features), dtype=np.float32)
     for a in range(0, y.shape[0], BLOCK):
@@ -241,6 +246,8 @@ def _feature_rows(cfg: SyntheticConfig, centroids: np.ndarray, a: int, y: np.nda
     swap = rng.random(int(y.shape[0])) < cfg.feature_mismatch
     centre[swap] = (centre[swap] + rng.integers(1, cfg.classes, int(swap.sum()))) % cfg.classes
     out += centroids[centre]
+    if cfg.unit_variance:
+        out *= np.float32(1.0 / np.sqrt(1.0 + cfg.feature_noise ** 2))
 
 
 @numba.njit(cache=True, nogil=True)

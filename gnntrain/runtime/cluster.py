@@ -160,14 +160,25 @@ def driver_code_paths() -> list[str]:
     return out
 
 
-WORKER_MALLOC_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2", **TORCH_ALLOC_ENV}
+WORKER_MALLOC_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": str(16 << 20),
+                                     "MALLOC_TRIM_THRESHOLD_": str(128 << 20), **TORCH_ALLOC_ENV}
 """glibc's and torch's allocator settings for the worker processes, unless the driver's
 environment sets them (torch's: huge pages for large tensors, :mod:`gnntrain.allocator`).
-A worker allocates its batches, peer replies and layer outputs on several threads
-(training, serving, Ray's own); with glibc's default of 8 arenas per core each
-thread's arena keeps the holes its freed arrays leave, and a worker's private memory grew
-epoch after epoch on synthetic-small (25-70 MiB per epoch with 2-4 workers). With two
-arenas it levels off after the first epochs, at the same epoch time (``python -m bench.soak``)."""
+
+- Two arenas: a worker allocates its batches, peer replies and layer outputs on several
+  threads (training, serving, Ray's own); with glibc's default of 8 arenas per core each
+  thread's arena keeps the holes its freed arrays leave, and a worker's private memory grew
+  epoch after epoch on synthetic-small (25-70 MiB per epoch with 2-4 workers). With two
+  arenas it levels off after the first epochs, at the same epoch time (``python -m bench.soak``).
+- Blocks of 16 MiB and more mapped on their own: glibc's default threshold starts at
+  128 KiB and rises to the size of each mapped block freed, up to 32 MiB, after which a
+  step's 16-32 MiB layer outputs (bfloat16 ones above all) come from the heap, whose holes
+  between batches of varying size stay resident. Fixed at 16 MiB, a bf16 run of the
+  ``bench.distdgl`` workload in one process peaked at ~1.13 GiB instead of 1.48-1.66, fp32
+  at ~1.02 instead of 1.15-1.31, at the same step time. A fixed threshold also fixes the
+  heap's trim threshold (128 KiB by default), so that one is raised to 128 MiB: the heap's
+  top is not given back and faulted in again on every step (:func:`trim_heap` returns it
+  after each call)."""
 
 
 @functools.cache

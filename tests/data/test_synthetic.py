@@ -110,3 +110,14 @@ def test_structure_carries_signal_features_alone_do_not(small: Graph) -> None:
 def test_tiny_graph_with_more_classes_than_fit() -> None:
     g = generate(SyntheticConfig(nodes=30, avg_degree=3, classes=40))
     assert g.num_classes == 40 and g.num_nodes == 30  # empty classes are fine
+
+
+def test_unit_variance_divides_the_features_and_changes_nothing_else(small: Graph) -> None:
+    cfg = SMALL.model_copy(update={"unit_variance": True, "feature_noise": 6.0})
+    raw = generate(cfg.model_copy(update={"unit_variance": False}))
+    unit = generate(cfg)
+    np.testing.assert_array_equal(unit.indices, raw.indices)
+    np.testing.assert_array_equal(unit.y, raw.y)
+    np.testing.assert_allclose(unit.x, raw.x / np.sqrt(37.0), rtol=1e-6)
+    assert 5.5 < raw.x.std() < 6.7 and 0.9 < unit.x.std() < 1.1
+    assert generate(SMALL).content_hash() == small.content_hash()  # off by default

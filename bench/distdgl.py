@@ -1,7 +1,8 @@
 """gnntrain on M Ray workers (fp32 and bf16) against DistDGL 2.1 on M machines × 1 trainer, same run.
 
     python -m bench.distdgl                 # 100k nodes / 2M edges, 2 machines, 8 epochs each (not in CI)
-    python -m bench.distdgl --epochs 40 --eval-every 8
+    python -m bench.distdgl --epochs 16 --eval-every 4 --seed 0,1,2   # bench/RESULTS.md's current rows
+    python -m bench.distdgl --epochs 40 --eval-every 8 --graph mixed
     python -m bench.distdgl --machines 4 --seed 1
     python -m bench.distdgl --machines 4 --precision fp32 --epochs 40 --seed 0,1,2
     python -m bench.distdgl --smoke         # 3k nodes, tiny model, gnntrain only (no DGL needed)
@@ -34,8 +35,9 @@ each row's test accuracy seed by seed, its mean, and the gnntrain rows' points a
 DistDGL per seed: on the mixed graph both systems sit on a chance-level plateau for the first
 epochs and the epoch they leave it varies with the seed, so one seed's accuracy difference
 can be that, not the system. The graph's separability (nearest class mean on the own
-features and on the 1-hop mean) is printed and written with the results. JSON: bench/out/distdgl.json (``distdgl-<M>m.json``,
-``distdgl-smoke.json``): the first seed's run at the top level, and with several seeds
+features and on the 1-hop mean) is printed and written with the results. JSON:
+bench/out/distdgl.json (``distdgl-<M>m.json``, ``distdgl-smoke.json``): the first seed's
+run at the top level, and with several seeds
 ``per_seed`` and ``seed_summary``. Exit status 1 when a gnntrain row fails to lower its loss
 or to end above the majority-class share.
 """
@@ -349,9 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     sep = separability(graph)
     print(f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.train_idx.size:,} training "
-          f"nodes; graph {args.graph!r}: nearest class mean {sep['own_features']:.3f} on own features, "
-          f"{sep['hop1_mean']:.3f} on the 1-hop mean; {epochs} epochs per row; {info['cpus']} CPUs ({info['cpu_model']}, bfloat16 "
-          f"instructions: {info['cpu_bf16']}); load {load0}", flush=True)
+          f"nodes; graph {args.graph!r}: nearest class mean {sep['own_features']:.3f} on own "
+          f"features, {sep['hop1_mean']:.3f} on the 1-hop mean; {epochs} epochs per row; "
+          f"{info['cpus']} CPUs ({info['cpu_model']}, bfloat16 instructions: {info['cpu_bf16']}); "
+          f"load {load0}", flush=True)
     runs: dict[int, dict[str, Any]] = {}
     all_checks: list[Check] = []
     for seed in seeds:

@@ -42,18 +42,30 @@ def simulated_nodes(count: int) -> Iterator[tuple[Any, list[Any]]]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     tmp = tempfile.mkdtemp(prefix="el-", dir="/tmp")  # short: Ray's socket paths are limited
-    # shutdown_at_exit=False: a node can then join from a remover thread (Ray's exit hooks
-    # install a signal handler, which only the main thread may); the finally below shuts
-    # the cluster down, and a SIGTERM handler in the caller turns a kill into that finally
-    cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp, "object_store_memory": STORE_BYTES})
+    # Cluster records the head's address in $RAY_TMPDIR/ray/ray_current_cluster (default
+    # /tmp/ray, absent on a machine that never ran a default Ray): keep it in our temp dir
+    (Path(tmp) / "ray").mkdir()
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp
+    cluster: Any = None
     try:
+        # shutdown_at_exit=False: a node can then join from a remover thread (Ray's exit hooks
+        # install a signal handler, which only the main thread may); the finally below shuts
+        # the cluster down, and a SIGTERM handler in the caller turns a kill into that finally
+        cluster = Cluster(initialize_head=False, shutdown_at_exit=False)
+        # the head is the first node added: a failure past its start still shuts it down below
+        cluster.add_node(num_cpus=0, include_dashboard=False, temp_dir=tmp, object_store_memory=STORE_BYTES)
         nodes = [add_node(cluster, f"node_{chr(ord('a') + i)}") for i in range(count)]
         ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
         yield cluster, nodes
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -128,16 +140,28 @@ def spawn_drill(module: str, out_dir: Path, limit_s: float, cwd: Path) -> tuple[
         try:
             proc.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
             return None, f"the drill hung past {limit_s:.0f}s:\n{log.read_text()[-3000:]}"
+        finally:  # past the limit, or the caller interrupted (a test's timeout): stop it all
+            if proc.poll() is None:
+                _stop_drill(proc)
     record = out_dir / "drill.json"
     if proc.returncode != 0 or not record.exists():
         return None, f"the drill failed (exit status {proc.returncode}):\n{log.read_text()[-5000:]}"
     return dict(json.loads(record.read_text())), ""
+
+
+def _stop_drill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the drill shuts its cluster down), then SIGKILL to its whole session."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the raylets it started are in its session
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
 
 
 def drill_main(run: Callable[[Path], dict[str, Any]]) -> None:

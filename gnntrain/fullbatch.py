@@ -9,7 +9,7 @@ the same initial weights) and the same hyper-parameters as a run config.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +28,10 @@ class FullBatchResult:
     test_acc: float
     epoch_s: float
     final_loss: float
+    losses: list[float] = field(default_factory=list)
+    """The training loss of every epoch, before its step."""
+    state: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The trained model's parameters and buffers (``state_dict``)."""
 
 
 def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
@@ -45,7 +49,7 @@ def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
     # the whole graph as one block per layer, every node source and destination; no indptr:
     # PyG's per-edge path, since this module is the PyG full-batch reference
     blocks = [Block(ei, n, n, None, deg)] * cfg.model.layers
-    times = []
+    times, losses = [], []
     loss = torch.zeros(())
     for _ in range(cfg.train.epochs):
         t0 = time.perf_counter()
@@ -56,6 +60,7 @@ def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        losses.append(float(loss.detach()))
     model.eval()
     with torch.no_grad():
         pred = model(blocks, x).argmax(1)
@@ -65,4 +70,5 @@ def full_batch_train(cfg: RunConfig, graph: Graph) -> FullBatchResult:
 
     return FullBatchResult(acc(train), acc(torch.from_numpy(graph.val_idx)),
                            acc(torch.from_numpy(graph.test_idx)),
-                           sum(times[1:]) / max(1, len(times) - 1), float(loss.detach()))
+                           sum(times[1:]) / max(1, len(times) - 1), float(loss.detach()), losses,
+                           {k: v.detach().clone() for k, v in model.state_dict().items()})

@@ -213,7 +213,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             from gnntrain.runtime.ray_group import RayGroup
 
             with ray_session(cfg.cluster, workers):
-                group = RayGroup(cfg, str(pset.path), workers, spec, task)
+                group = RayGroup(cfg, str(pset.path.resolve()), workers, spec, task)  # workers' cwd differs on a cluster
                 try:
                     shards = _infer(group, run, ckpt, what, layer, tmp, fmt, progress)
                 finally:
@@ -247,7 +247,7 @@ def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, lay
     if what != "node_embedding":
         run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction",
                    progress=progress)
-    shards: list[dict[str, Any]] = group.call("export", str(tmp), what, layer, fmt,
+    shards: list[dict[str, Any]] = group.call("export", str(tmp.resolve()), what, layer, fmt,
                                               phase="prediction export")
     return sorted(shards, key=lambda s: int(s["part"]))
 

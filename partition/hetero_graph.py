@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from partition.graph import Graph, GraphError, _check_dtype, csr_from_edges
+from partition.labels import dense_class_ids
 
 __all__ = ["EdgeType", "HeteroGraph", "Homogenised", "RelationCSR", "from_training_graph",
            "relation_csr", "relation_name", "reverse_name"]
@@ -152,7 +153,9 @@ class HeteroGraph:
         """Build and validate from ``(src, dst)`` arrays of type-local ids per relation.
 
         ``splits`` holds ``train``/``val``/``test`` target ids (any order; sorted here).
-        ``num_classes`` defaults to ``max(y) + 1``.
+        ``num_classes`` defaults to the number of distinct labels, which are then made
+        ``0..C-1`` (:func:`partition.labels.dense_class_ids`: 1-based or gapped ids are
+        remapped in sorted order, with a warning).
         """
         counts = {t: int(n) for t, n in num_nodes.items()}
         _check_types(counts, list(edges), list((x or {}).keys()), target)
@@ -166,7 +169,9 @@ class HeteroGraph:
             if np.any(yy != np.round(yy)):
                 raise GraphError("y: labels must be whole numbers")
         yy = yy.astype(np.int64).ravel()
-        nc = int(num_classes) if num_classes is not None else (int(yy.max()) + 1 if yy.size else 1)
+        # ids stored 1-based or with gaps become 0..C-1 (with a warning) unless num_classes is given
+        ids = dense_class_ids(yy, yy >= 0, num_classes, f"target {target!r}")
+        yy, nc = ids.y, ids.num_classes
         missing = {"train", "val", "test"} - set(splits)
         extra = set(splits) - {"train", "val", "test"}
         if missing or extra:

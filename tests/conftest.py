@@ -84,3 +84,28 @@ def ray_local() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def joined_env(ray_local: None) -> dict[str, str]:
+    """The environment for a ``python -m gnntrain.run`` or example subprocess that joins the
+    session's Ray (``RAY_ADDRESS``, the conventional variable the runtime reads) instead of
+    starting one of its own: for tests of the CLI and the examples, not of Ray's start-up
+    (tests/runtime/test_cluster_submit.py and test_failures.py's Ctrl-C case start their own).
+    The run's worker processes are then descendants of this process (the session's raylet)."""
+    import ray
+
+    return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+            "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+
+
+# The longest modules (one to two minutes each on two cores), started first: with
+# `pytest -n 2 --dist loadfile` (make test) each module runs whole on one worker, in
+# collection order, so a long module collected last would leave the other worker idle.
+LONG_MODULES = ("tests/faults/test_elastic.py", "tests/test_accuracy_cora.py",
+                "tests/runtime/test_cluster_submit.py", "tests/faults/test_recovery.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {m: i for i, m in enumerate(LONG_MODULES)}
+    items.sort(key=lambda it: rank.get(it.nodeid.split("::")[0], len(LONG_MODULES)))  # stable

@@ -151,19 +151,22 @@ def _tiny_yaml(tmp_path: Path, arch: str, **model: Any) -> Path:
     return path
 
 
-def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_AUTH_MODE": "disabled"}
+def _cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m gnntrain.run`` from ``cwd``; ``env`` (default: this one) joins a Ray or not."""
+    env = env or {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0",
+                  "RAY_AUTH_MODE": "disabled"}
     return subprocess.run([sys.executable, "-m", "gnntrain.run", "--no-progress", *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_cli_trains_a_user_model_from_yaml_on_two_workers(user_module: Any, tmp_path: Path) -> None:
+def test_cli_trains_a_user_model_from_yaml_on_two_workers(user_module: Any, tmp_path: Path,
+                                                          joined_env: dict[str, str]) -> None:
     """``model.arch: gnt_usermodels:graphconv`` in YAML, run from the user's project
-    directory (where the module is), 2 workers on the embedded Ray; then loaded back."""
+    directory (where the module is), 2 workers on a running Ray (the workers import the
+    module from the driver's directory); then loaded back."""
     project = Path(user_module.__file__).parent
     cfg = _tiny_yaml(tmp_path, f"{MODULE}:graphconv", options={"aggr": "mean"})
-    out = _cli(["--config", str(cfg), "--workers", "2"], cwd=project)
+    out = _cli(["--config", str(cfg), "--workers", "2"], cwd=project, env=joined_env)
     assert out.returncode == 0, out.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     info = json.loads((run_dir / "model.json").read_text())

@@ -29,6 +29,7 @@ import numpy as np
 from gnntrain.data.errors import DataError
 from gnntrain.data.features import fallback_features
 from partition.graph import Graph, GraphError, csr_from_edges, unique_sorted
+from partition.labels import dense_class_ids
 
 if TYPE_CHECKING:
     from gnntrain.config import LoadedDataset
@@ -183,8 +184,10 @@ def _check_labels(raw: RawGraph, opts: BuildOptions) -> tuple[np.ndarray, np.nda
     labeled = y >= 0
     if not labeled.any():
         raise DataError(f"labels in {where}: no node has a label")
+    # ids stored 1-based or with gaps become 0..C-1 (with a warning) unless num_classes is given
+    ids = dense_class_ids(y, labeled, opts.num_classes or raw.num_classes, where)
+    y, num_classes = ids.y, ids.num_classes
     top = int(y[labeled].max())
-    num_classes = opts.num_classes or raw.num_classes or top + 1
     if top >= num_classes:
         i = int(np.flatnonzero(y == top)[0])
         raise DataError(f"labels in {where}: node {i} has label {top}, outside "

@@ -38,6 +38,7 @@ from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.tasks import Task, build_task
 from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
+from partition.labels import classes_without
 from samplers.config import hop_fanouts, resolve_fanouts, resolve_type_sizes
 
 if TYPE_CHECKING:
@@ -74,6 +75,11 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     console.print(f"{'loaded' if graph is not None else 'opened chunks of'} {data.name}: "
                   f"{data.num_nodes:,} nodes, {data.num_edges:,} edges, "
                   f"{data.num_features} features, {data.num_classes} classes")
+    if graph is not None and graph.num_classes > 1 and graph.train_idx.size:
+        empty = classes_without(graph.y, graph.train_idx, graph.num_classes)
+        if empty:
+            console.print(f"warning: {len(empty)} of {graph.num_classes} classes have no training "
+                          f"node ({empty[:10]}): the model is trained for them but never sees one")
     # the model is built once here, so a factory that fails does so before Ray starts
     out_dim = task.out_dim(data.num_classes, cfg.model.hidden)
     in_dim = cfg.model.input_dim(data.num_features)
@@ -130,7 +136,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                 task = task.placed(pset.new_id_map())  # a node task keeps nothing of it
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
-                res, failures = _fit_with_recovery(cfg, run, str(pset.path), workers, spec, task, ckpt,
+                # absolute: the workers of a cluster the run joined start in another directory
+                res, failures = _fit_with_recovery(cfg, run, str(pset.path.resolve()), workers, spec, task, ckpt,
                                                    start_epoch, progress, console)
 
         epochs = run.metrics()

@@ -148,3 +148,43 @@ def test_unmet_constraints_are_refused_with_the_way_out(eight_blocks: Graph, mon
                                              r"balance_train=false"):
         assign_parts(eight_blocks, _kahypar(parts=4))
     assert len(weights) == 1
+
+
+def test_a_missed_constraint_weighs_4x_in_the_rerun_and_the_rerun_is_kept(
+        eight_blocks: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first run leaves one constraint (train) over its load and the repair does not fix
+    it: Mt-KaHyPar runs again with that constraint's emphasis 4x, and the second, balanced
+    result is what comes back."""
+    import partition.kahypar as kh
+    from partition.kahypar import combined_weight
+
+    cfg = _kahypar(parts=2)
+    w, names = vertex_weights(eight_blocks, cfg)
+    train = names.index("train")
+    n = eight_blocks.num_nodes
+    # nodes (and about the edges) split evenly, three quarters of the training nodes in part 0
+    rng = np.random.default_rng(0)
+    is_train = w[:, train] > 0
+    skewed = np.zeros(n, np.int64)
+    for mine, to_part_0 in ((is_train, 0.75), (~is_train, 0.25)):
+        ids = rng.permutation(np.flatnonzero(mine))
+        skewed[ids[int(to_part_0 * ids.size):]] = 1
+    balanced = (np.arange(n) % 2).astype(np.int64)
+    calls: list[np.ndarray] = []
+
+    def fake(sym: object, node_weight: np.ndarray, c: PartitionConfig, threads: int) -> np.ndarray:
+        calls.append(node_weight)
+        return skewed if len(calls) == 1 else balanced
+
+    monkeypatch.setattr(kh, "load_mtkahypar", lambda: None)
+    monkeypatch.setattr(kh, "mtkahypar_partition", fake)
+    monkeypatch.setattr("partition.multilevel.refine", lambda blocks, parts, w, cfg: parts)
+    excess = loads(skewed, w, 2).max(axis=0) / allowed_loads(w, 2, cfg.imbalance)
+    assert excess[train] > 1.0 and (np.delete(excess, train) <= 1.0).all(), excess  # train alone missed
+    parts = assign_parts(eight_blocks, cfg)
+    assert len(calls) == 2, "one rerun after a missed constraint"
+    emphasis = np.ones(w.shape[1])
+    emphasis[train] = 4.0
+    np.testing.assert_array_equal(calls[0], combined_weight(w))
+    np.testing.assert_array_equal(calls[1], combined_weight(w, emphasis))
+    np.testing.assert_array_equal(parts, balanced)

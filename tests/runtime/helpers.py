@@ -57,6 +57,15 @@ def final_params(summary: dict[str, Any]) -> dict[str, torch.Tensor]:
     return dict(final_state(summary)["model"])
 
 
+def assert_replicas_agree(state: dict[str, Any], world: int) -> None:
+    """A distributed run's checkpoint carries a digest from each of its ``world`` workers,
+    and every one is the digest of the checkpoint's own (rank 0's) model and optimizer."""
+    digests = state.get("rank_digests")
+    assert digests is not None and len(digests) == world, f"expected {world} rank digests: {digests}"
+    bad = [r for r, d in enumerate(digests) if d != state_digest(state)]
+    assert not bad, f"workers {bad} ended with another model or optimizer state than rank 0"
+
+
 def assert_same_state(got: dict[str, Any], want: dict[str, Any], world: int | None = None) -> None:
     """Bit-identical model parameters and optimizer state; with ``world``, ``got`` must carry
     a digest from each of the ``world`` workers and every one must equal ``want``'s state

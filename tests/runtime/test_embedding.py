@@ -203,6 +203,26 @@ def test_checkpoint_table_of_another_shape_is_refused_before_training(tmp_path: 
 
 
 @pytest.mark.parametrize(("override", "match"), [
+    ("model.node_embedding={dim: 8, optimizer: sgd, lr: 0.1}",
+     r"checkpoint's model does not fit.*\(16, 14\) vs \(16, 16\).*node_embedding.dim"),
+    ("model.node_embedding={dim: 6, optimizer: sparse_adam, lr: 0.1}",
+     r"trained with optimizer 'sgd' but model.node_embedding.optimizer='sparse_adam'"),
+])
+def test_resume_with_another_embedding_width_or_optimizer_is_refused(tmp_path: Path, override: str,
+                                                                     match: str) -> None:
+    """The run's own checkpoint, resumed under a config whose table is wider or whose table
+    optimizer differs: refused by name before any epoch runs."""
+    g = make_graph(200, seed=5)
+    first = run_training(tiny_cfg(tmp_path, "train.epochs=1", EMB % "sgd"), single_process=True,
+                         graph=g, progress=False)
+    run = RunDir(Path(first["run_dir"]))
+    cfg = load_config(raw=run.read_config_raw(), overrides=["train.epochs=2", override])
+    with pytest.raises(ValueError, match=match):
+        run_training(cfg, single_process=True, graph=g, resume=run, progress=False)
+    assert len(run.metrics()) == 1, "training went on after the refusal"
+
+
+@pytest.mark.parametrize(("override", "match"), [
     ("model.node_embedding={dim: 0}", "dim=0: the embedding width must be a positive integer"),
     ("model.node_embedding={dim: 4, optimizer: adam}", "optimizer='adam'.*sparse_adam"),
 ])

@@ -64,16 +64,22 @@ def assert_nothing_left() -> None:
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}
 
 
-def test_unreachable_address_fails_fast(tmp_path: Path) -> None:
+def test_unreachable_address_fails_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused before any work: no partitioning, no attempt to join (``ray_session`` never
+    runs), the address and the way out named."""
+    import gnntrain.runtime.cluster as cluster
+
+    def no_ray(*_: object, **__: object) -> None:
+        raise AssertionError("tried to join an address that was already known unreachable")
+
+    monkeypatch.setattr(cluster, "ray_session", no_ray)
     with socket.socket() as held:  # bound, never listening: connections are refused, and the
         held.bind(("127.0.0.1", 0))  # port stays ours for the test (no bind-and-release race)
         port = int(held.getsockname()[1])
         cfg = tiny_cfg(tmp_path, f"cluster.address=127.0.0.1:{port}", "cluster.connect_timeout_s=3",
                        workers=2)
-        t0 = time.monotonic()
-        with pytest.raises(ClusterError, match="nothing answers"):
+        with pytest.raises(ClusterError, match=f"nothing answers at 127.0.0.1:{port}.*drop --address"):
             run_training(cfg, graph=make_graph(100), progress=False)
-        assert time.monotonic() - t0 < 10
     assert not (tmp_path / "parts").exists(), "nothing should be partitioned before Ray is reachable"
 
 
@@ -102,10 +108,8 @@ def test_dead_worker_ends_run_naming_it(ray_local: None, tmp_path: Path) -> None
 def test_stalled_worker_hits_the_epoch_timeout(ray_local: None, tmp_path: Path) -> None:
     cfg = tiny_cfg(tmp_path, "faults.kind=stall", "faults.rank=1", "cluster.epoch_timeout_s=8",
                    "cluster.collective_timeout_s=6", workers=2)
-    t0 = time.monotonic()
     with pytest.raises(WorkerFailure) as err:
         run_training(cfg, graph=make_graph(300), progress=False)
-    assert time.monotonic() - t0 < 60
     assert "epoch 0" in str(err.value)
     assert err.value.rank == 1, str(err.value)  # the stalled worker is named, not its waiting peer
     assert_nothing_left()

@@ -26,6 +26,7 @@ from tests.runtime.helpers import (
     ONE_STEP,
     assert_moved,
     assert_params_close,
+    assert_replicas_agree,
     assert_same_state,
     final_state,
 )
@@ -245,7 +246,7 @@ def test_hsage_layer_equals_pyg_heteroconv_of_sageconv() -> None:
         torch.testing.assert_close(got[lo:hi], want[t], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("workers", [2])
+@pytest.mark.parametrize("workers", [2, 4])
 def test_hsage_k_workers_one_step_equals_single_process(ray_local: None, tmp_path: Path,
                                                         workers: int) -> None:
     single = run_training(typed_cfg(tmp_path, *ONE_STEP, *HSAGE, fanouts="[-1,-1]"), single_process=True,
@@ -256,6 +257,7 @@ def test_hsage_k_workers_one_step_equals_single_process(ray_local: None, tmp_pat
     assert_moved(build_model("hsage", typed_cfg(tmp_path, *HSAGE).model, GRAPH.num_features,
                              GRAPH.num_classes, 0).state_dict(), a)
     assert_params_close(final_state(dist)["model"], a)
+    assert_replicas_agree(final_state(dist), workers)
 
 
 def test_hsage_learns_the_typed_neighbourhood(tmp_path: Path) -> None:

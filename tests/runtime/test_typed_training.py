@@ -23,6 +23,7 @@ from tests.runtime.helpers import (
     ONE_STEP,
     assert_moved,
     assert_params_close,
+    assert_replicas_agree,
     assert_same_state,
     final_state,
 )
@@ -106,7 +107,7 @@ def test_one_ray_worker_equals_single_process_on_a_typed_graph(ray_local: None, 
     assert meta["format_version"] == 2 and meta["kind"] == "typed"  # trained on the typed set
 
 
-@pytest.mark.parametrize("workers", [2])
+@pytest.mark.parametrize("workers", [2, 4])
 def test_k_workers_one_step_equals_single_process_on_a_typed_graph(
         ray_local: None, tmp_path: Path, workers: int) -> None:
     single = run_training(typed_cfg(tmp_path, *ONE_STEP, fanouts="[-1,-1]"), single_process=True,
@@ -117,6 +118,7 @@ def test_k_workers_one_step_equals_single_process_on_a_typed_graph(
     assert_moved(build_model("rgcn", typed_cfg(tmp_path).model, GRAPH.num_features,
                              GRAPH.num_classes, 0).state_dict(), a)
     assert_params_close(final_state(dist)["model"], a)
+    assert_replicas_agree(final_state(dist), workers)
 
 
 def test_rgcn_learns_the_typed_neighbourhood(tmp_path: Path) -> None:

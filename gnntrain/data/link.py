@@ -376,12 +376,22 @@ def _sample_non_edges(rng: np.random.Generator, src: np.ndarray, dst_range: tupl
 
 def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: int,
                       undirected: bool = True, keep_train_per_node: bool = True,
-                      num_negatives: int = 1) -> EdgeSplit:
+                      shared_negatives: int = 0, per_positive: int = 0) -> EdgeSplit:
     """Split ``graph``'s edges at random (seeded): ``val_frac`` and ``test_frac`` of them
     (each undirected edge counted once, both directions in the same split) become
-    validation and test positives, with ``num_negatives`` random non-edges each; the rest
-    train. With ``keep_train_per_node`` an edge is only held out if both its endpoints keep
-    at least one training edge (no node loses all its training edges)."""
+    validation and test positives; the rest train. With ``keep_train_per_node`` an edge is
+    only held out if both its endpoints keep at least one training edge (no node loses all
+    its training edges).
+
+    The negatives of each evaluation split, never an edge of the graph nor a self-loop:
+    by default a shared set of one random non-edge per positive, from the positive's source
+    (every positive ranked against all of them: Hits@K); ``shared_negatives`` = N gives a
+    shared set of N random pairs instead, sources uniform too (OGB-collab's 100,000 random
+    pairs); ``per_positive`` = K gives each positive its own K (same source; OGB's MRR
+    protocol, ``neg_per_pos`` = K)."""
+    if shared_negatives and per_positive:
+        raise DataError(f"shared_negatives={shared_negatives} and per_positive={per_positive}: the "
+                        "negatives are either one shared set or each positive's own, not both")
     if not (0 <= val_frac < 1 and 0 <= test_frac < 1 and val_frac + test_frac < 1):
         raise DataError(f"val_frac={val_frac}, test_frac={test_frac}: each must lie in [0, 1) "
                         "and their sum below 1 (the rest trains)")
@@ -407,11 +417,15 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
         held[order[n_val:n_val + n_test]] = 2
     edges = {s: ei[held == k] for k, s in enumerate(("train", "val", "test"))}
     all_keys = _keys(ei, n, undirected)
-    negs = {s: _sample_non_edges(rng, edges[s][:, 0], (0, n), all_keys, n, num_negatives)
+
+    def sources(split: str) -> np.ndarray:
+        return rng.integers(0, n, shared_negatives) if shared_negatives else edges[split][:, 0]
+
+    negs = {s: _sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))
             for s in EVAL_SPLITS}
     return EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
                      test=edges["test"], test_neg=negs["test"], undirected=undirected,
-                     where=f"random split of {graph.name}").check()
+                     where=f"random split of {graph.name}", neg_per_pos=per_positive).check()
 
 
 def _take_keeping_one(ei: np.ndarray, cand: np.ndarray, spare: np.ndarray, count: int,

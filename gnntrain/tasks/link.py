@@ -57,6 +57,14 @@ decoder is the model's own module, applied to the same rows). Metrics
 (:mod:`gnntrain.tasks.ranking`): ``hits`` (Hits@``hits_k``, the headline), ``mrr``,
 ``auc``; training batches report ``pair_acc``.
 
+**Evaluation negatives** of a random split (``task.options.eval_negatives``, default 0):
+with ``ranking: pairs`` every positive is ranked against one shared set of negatives, by
+default one random non-edge per held-out edge (from its source), or with
+``eval_negatives`` = N a shared set of N random node pairs (OGB-collab ranks against
+100,000); with ``ranking: per_source`` each positive against its own ``eval_negatives``
+random non-edges of its source (OGB's MRR protocol; required there). ``ogbl`` and
+``lightgcn`` sources bring their own and refuse the option.
+
 **All-item ranking** (``ranking: items``, user-item graphs: ``dataset.source: lightgcn``):
 each worker ranks, for every user it owns with validation (test) items, **every** item,
 the user's training items (and, for test, validation items) excluded, and keeps
@@ -129,7 +137,7 @@ class LinkPrediction(Task):
                  num_negatives: int = 1, exclude_targets: bool = True, hits_k: int = 20,
                  val_frac: float = 0.05, test_frac: float = 0.1, split_seed: int = 0,
                  keep_train_per_node: bool = True, ranking: str = "pairs",
-                 examples: str = "directed", reject_edges: bool = False) -> None:
+                 examples: str = "directed", reject_edges: bool = False, eval_negatives: int = 0) -> None:
         _option("decoder", decoder, DECODERS)
         _option("examples", examples, EXAMPLES)
         _option("ranking", ranking, RANKINGS)
@@ -142,7 +150,8 @@ class LinkPrediction(Task):
                              "negatives='in_batch' draws none (they are other positives' "
                              "destinations): use negatives uniform, uniform_pairs or degree, or "
                              "reject_edges: false")
-        for name, v, lo in (("num_negatives", num_negatives, 1), ("hits_k", hits_k, 1)):
+        for name, v, lo in (("num_negatives", num_negatives, 1), ("hits_k", hits_k, 1),
+                            ("eval_negatives", eval_negatives, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"task.options.{name}={v!r}: must be an int >= {lo}")
         for name, f in (("val_frac", val_frac), ("test_frac", test_frac)):
@@ -157,6 +166,7 @@ class LinkPrediction(Task):
         self.keep_train_per_node = bool(keep_train_per_node)
         self.ranking, self.examples = ranking, examples
         self.reject_edges = reject_edges
+        self.eval_negatives = eval_negatives
         self._edge_keys: np.ndarray | None = None  # sorted training-edge keys, graph ids
         if ranking != "pairs":  # the headline follows the protocol
             self.metric = "recall" if ranking == "items" else "mrr"  # type: ignore[misc]
@@ -174,12 +184,22 @@ class LinkPrediction(Task):
 
         x = None  # fallback features are rebuilt from the training edges alone
         if graph is None and dataset.source in ("ogbl", "lightgcn"):
+            if self.eval_negatives:
+                raise ValueError(f"task.options.eval_negatives={self.eval_negatives}: dataset "
+                                 f"{dataset.name!r} (source={dataset.source}) brings its own evaluation "
+                                 "negatives; eval_negatives sets those of a random split")
             split = load_split(dataset)  # type: ignore[arg-type]
         else:
+            if self.ranking == "per_source" and not self.eval_negatives:
+                raise ValueError("task.options.ranking='per_source' on a random split ranks each "
+                                 "positive against its own negatives: set task.options.eval_negatives "
+                                 "to how many (e.g. 100)")
+            per = self.eval_negatives if self.ranking == "per_source" else 0
             base = super().load_graph(dataset, graph)
             split = random_edge_split(base, val_frac=self.val_frac, test_frac=self.test_frac,
                                       seed=self.split_seed,
-                                      keep_train_per_node=self.keep_train_per_node)
+                                      keep_train_per_node=self.keep_train_per_node,
+                                      shared_negatives=self.eval_negatives - per, per_positive=per)
             if graph is not None or getattr(dataset, "features", "stored") is not None:
                 x = base.x  # the source's own features
         if self.ranking == "items" and split.dst_range[0] == 0:

@@ -270,3 +270,27 @@ def test_keep_train_per_node_scan_equals_the_per_edge_loop(seed: int, block: int
     assert (want == 2).sum() < n_test  # the constraint bit: not every wish was granted
     split = random_edge_split(g, val_frac=0.2, test_frac=0.3, seed=seed)
     assert split.train.shape[0] > 0
+
+
+def test_random_split_negatives_shared_set_or_per_positive() -> None:
+    """``shared_negatives`` = N: one set of N random non-edges, sources uniform over the
+    nodes, not the positives'; ``per_positive`` = K: each positive's own K from its source.
+    The default (one per positive, shared) is unchanged, and both kinds are never edges."""
+    g = make_graph(300, avg_degree=4, seed=3)
+    base = random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7)
+    shared = random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, shared_negatives=500)
+    per = random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, per_positive=6)
+    for s in (shared, per):  # the positives do not depend on how negatives are drawn
+        np.testing.assert_array_equal(s.val, base.val)
+        np.testing.assert_array_equal(s.test, base.test)
+    assert base.neg_per_pos == 0 and base.val_neg.shape[0] == base.val.shape[0]
+    assert shared.neg_per_pos == 0 and shared.val_neg.shape == shared.test_neg.shape == (500, 2)
+    assert np.unique(shared.test_neg[:, 0]).size > np.unique(shared.test[:, 0]).size  # uniform sources
+    assert per.neg_per_pos == 6 and per.test_neg.shape[0] == 6 * per.test.shape[0]
+    np.testing.assert_array_equal(per.test_neg[:, 0], np.repeat(per.test[:, 0], 6))
+    edges = graph_pairs(g)
+    for s in (shared, per):
+        for u, v in np.concatenate([s.val_neg, s.test_neg]).tolist():
+            assert (u, v) not in edges and u != v
+    with pytest.raises(DataError, match="either one shared set or each positive's own"):
+        random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, shared_negatives=5, per_positive=2)

@@ -289,3 +289,31 @@ def test_item_ranking_on_two_ray_workers_equals_single_process(ray_local: None, 
     for key in ("val_recall", "val_ndcg", "test_recall", "test_ndcg"):
         assert rd[key] == pytest.approx(rs[key], abs=1e-9), key
     assert 0 < rs["test_recall"] < 1
+
+
+def test_eval_negatives_on_a_random_split_shared_or_per_source() -> None:
+    """``task.options.eval_negatives``: a shared set of N random pairs (ranking pairs, Hits@K)
+    or each positive's own N (ranking per_source, MRR); refused where the split brings its
+    own and required for per_source on a random split."""
+    from tests.conftest import make_graph
+
+    ds = parse_dataset({"name": "tiny", "source": "synthetic"})
+    g = make_graph(200, avg_degree=6, seed=0)
+    shared = LinkPrediction(hits_k=20, eval_negatives=300)
+    shared.load_graph(ds, g)
+    assert shared.split is not None and shared.split.neg("test").shape == (300, 2)
+    assert shared.metric == "hits"
+    per = LinkPrediction(ranking="per_source", hits_k=5, eval_negatives=7)
+    per.load_graph(ds, g)
+    assert per.split is not None and per.split.neg_per_pos == 7 and per.metric == "mrr"
+    with pytest.raises(ValueError, match=r"ranking='per_source' on a random split .*eval_negatives"):
+        LinkPrediction(ranking="per_source").load_graph(ds, g)
+    with pytest.raises(ValueError, match=r"eval_negatives=-1: must be an int >= 0"):
+        LinkPrediction(eval_negatives=-1)
+
+
+def test_eval_negatives_are_refused_for_a_split_with_its_own(tmp_path: Path) -> None:
+    write_ogbl_mrr(tmp_path / "mrr")
+    ds = parse_dataset({"name": "mrr", "source": "ogbl", "path": str(tmp_path / "mrr")})
+    with pytest.raises(ValueError, match=r"eval_negatives=50: dataset 'mrr' \(source=ogbl\) brings its own"):
+        LinkPrediction(ranking="per_source", eval_negatives=50).load_graph(ds)

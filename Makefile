@@ -23,10 +23,12 @@ demo: $(VENV)/.installed
 	$(PY) -m gnntrain.run --config datasets/synthetic-tiny.yaml --workers 2
 
 # Two pytest processes, each module whole on one of them (its module fixtures built once),
-# each with its own local Ray: the suite is CPU-bound on two cores, not wait-bound.
+# each with its own local Ray: the suite is CPU-bound on two cores, not wait-bound. Modules
+# are handed out in collection order (tests/conftest.py puts the longest first), not
+# xdist's default of the most tests first, which left the longest modules for the end.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples

@@ -100,8 +100,9 @@ def joined_env(ray_local: None) -> dict[str, str]:
 
 
 # The longest modules (one to two minutes each on two cores), started first: with
-# `pytest -n 2 --dist loadfile` (make test) each module runs whole on one worker, in
-# collection order, so a long module collected last would leave the other worker idle.
+# `pytest -n 2 --dist loadfile --no-loadscope-reorder` (make test) each module runs whole on
+# one worker, handed out in collection order, so a long module collected last would leave
+# the other worker idle at the end.
 LONG_MODULES = ("tests/faults/test_elastic.py", "tests/test_accuracy_cora.py",
                 "tests/runtime/test_cluster_submit.py", "tests/faults/test_recovery.py")
 

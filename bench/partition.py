@@ -6,7 +6,7 @@
 Synthetic part (``gnntrain.data.synthetic``, 100 features): for each k, on the same
 symmetrised CSR and vertex weights, the bare ``METIS_PartGraphKway`` call (our ctypes
 binding, with and without METIS's spill-to-disk option, aimed at the same ``ubvec`` as
-the build's first call: ``partition.methods.metis_target(1.05)``), pymetis (one constraint: the
+the build's first call: ``partition.balance.metis_target(1.05)``), pymetis (one constraint: the
 reason for the ctypes binding), then ``build_partition_set`` from the in-memory graph to
 the set renamed into place (hash, symmetrise, METIS, renumber, write + checksums), for
 metis in both memory modes, random and ldg. Ratios: build time / bare METIS time of the
@@ -29,7 +29,7 @@ training-node and edge imbalance (max/mean). JSON goes to bench/out/.
 Times and memory are reported against their targets, never asserted. Exit status 1 when a
 correctness check fails (``bench.verdict``): every method uses all k parts; our METIS
 (``build_partition_set`` and ``assign_parts``) keeps every balance constraint within the
-allowed load (``partition.methods.allowed_loads``) and cuts fewer edges than random on
+allowed load (``partition.balance.allowed_loads``) and cuts fewer edges than random on
 the same graph and k; METIS spill and in-memory modes give the same parts, bare and built.
 """
 
@@ -63,8 +63,8 @@ from gnntrain.config import (
 )
 from gnntrain.data.synthetic import generate
 from partition import PartitionConfig, assign_parts, build_partition_set
+from partition.balance import allowed_loads, metis_target, symmetrize, vertex_weights
 from partition.graph import Graph
-from partition.methods import allowed_loads, metis_target, symmetrize, vertex_weights
 from partition.metis import load_metis, part_graph_kway
 from partition.steps import StepRecorder, current_rss
 
@@ -91,7 +91,7 @@ def imbalance(parts: np.ndarray, k: int, weights: np.ndarray | None = None) -> f
 
 def balance_excess(g: Graph, parts: np.ndarray, k: int) -> float:
     """Largest per-part load over the allowed load, over the constraints METIS balances
-    (``partition.methods.vertex_weights`` with the default settings); <= 1 is balanced."""
+    (``partition.balance.vertex_weights`` with the default settings); <= 1 is balanced."""
     w, _ = vertex_weights(g, PartitionConfig(parts=k))
     allowed = allowed_loads(w, k, PartitionConfig().imbalance)
     loads = np.stack([np.bincount(parts, weights=w[:, c], minlength=k) for c in range(w.shape[1])],

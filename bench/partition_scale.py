@@ -104,7 +104,7 @@ def _child_metis(a: dict[str, Any]) -> dict[str, Any]:
     g = generate(_graph_cfg(a), name=a["name"])
     t1 = time.perf_counter()
     pset = build_partition_set(g, PartitionConfig(method="metis", parts=a["parts"]), a["root"])
-    # METIS itself runs in a process of its own (partition.multilevel._metis_in_child) while
+    # METIS itself runs in a process of its own (partition.multilevel.metis_in_child) while
     # this one holds the graph: its peak is this process's largest child's
     return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": _peak_mib(),
             "metis_child_peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,

@@ -132,8 +132,9 @@ def partition_rows(name: str, cfg: RunConfig, graph: Graph,
     import tempfile
 
     from partition import build_training_set
+    from partition.balance import allowed_loads, vertex_weights
     from partition.feature_rows import TypedRows
-    from partition.methods import allowed_loads, assign_parts, vertex_weights
+    from partition.methods import assign_parts
     from partition.report import quality_report
 
     rows: list[dict[str, Any]] = []

@@ -6,7 +6,7 @@ relations in one CSR), the approach DistDGL takes, and runs the homogeneous part
 on it (:func:`~partition.methods.assign_parts`, every method) with the types as id
 ranges, so a typed graph and its training graph
 (:func:`gnntrain.data.hetero.to_training_graph`) get the same parts. Each node type with
-enough nodes to balance (:func:`~partition.methods.balanced_types`, with
+enough nodes to balance (:func:`~partition.balance.balanced_types`, with
 ``balance_node_types``) is a constraint of its own beside all nodes, the target type's
 training nodes (``balance_train``) and in-edges over all relations (``balance_edges``);
 ``random`` deals each (type, training or not) stratum round-robin.

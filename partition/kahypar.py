@@ -1,12 +1,12 @@
 """``method: kahypar``: Mt-KaHyPar graph partitioning, then the balance repair of ``multilevel``.
 
 Mt-KaHyPar (the ``mtkahypar`` wheel, optional: ``pip install 'gnntrain[kahypar]'``) partitions
-the symmetrised graph (:func:`partition.methods.symmetrize`, the same graph METIS sees) with its
+the symmetrised graph (:func:`partition.balance.symmetrize`, the same graph METIS sees) with its
 ``Graph`` API, edge-cut objective and ``DETERMINISTIC`` preset, on as many threads as this
 process may use (``os.sched_getaffinity``).
 
 Balance. Mt-KaHyPar balances one weight per node; the project balances up to three (nodes,
-training nodes, in-edges: :func:`partition.methods.vertex_weights`). It is given their sum,
+training nodes, in-edges: :func:`partition.balance.vertex_weights`). It is given their sum,
 each constraint scaled to the same total (:func:`combined_weight`), under ``imbalance``; then
 :func:`partition.multilevel.refine` moves nodes toward every constraint's allowed load (the
 same repair the ``multilevel`` method uses). A constraint the repair leaves over its load
@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from partition.balance import SymmetricCSR, allowed_loads, symmetrize, vertex_weights
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
-from partition.methods import SymmetricCSR, allowed_loads, symmetrize, vertex_weights
 from partition.steps import StepRecorder
 
 __all__ = ["EXTRA", "KAHYPAR_TRIES", "combined_weight", "kahypar_parts", "load_mtkahypar"]

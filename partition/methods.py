@@ -25,39 +25,27 @@
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-
 import numpy as np
 
 from partition import _kernels
+from partition.balance import (
+    LDG_PASSES,
+    allowed_loads,
+    symmetrize,
+    vertex_weights,
+    weights_from,
+)
 from partition.config import METHODS, PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
 from partition.steps import StepRecorder
 
-__all__ = ["METHODS", "SymmetricCSR", "allowed_loads", "assign_parts", "balanced_types", "check_assignment",
-           "check_counts", "check_request", "metis_balanced",
-           "random_parts", "stratified_parts", "symmetrize", "typed_random_parts", "vertex_weights", "weights_from"]
+__all__ = ["METHODS", "assign_parts", "check_assignment", "check_counts", "check_request", "random_parts",
+           "stratified_parts", "typed_random_parts"]
 
 _MAX_SEED = 2**31 - 2  # METIS gets seed + 1 (see _metis_parts)
-_INT32_MAX = 2**31 - 1
-METIS_TRIES = 3
-LDG_PASSES = 3  # ReLDG passes; 3 cut 10-30% fewer edges than 1 on Cora, CA-HepPh, GitHub
 
 
-@dataclass(frozen=True)
-class SymmetricCSR:
-    """Undirected adjacency without self-loops or repeats, in the integer type METIS wants."""
-
-    xadj: np.ndarray
-    adjncy: np.ndarray
-
-    @property
-    def num_entries(self) -> int:
-        return int(self.adjncy.shape[0])
 
 
 def check_request(graph: Graph, cfg: PartitionConfig) -> None:
@@ -108,95 +96,14 @@ def check_counts(n: int, n_train: int, cfg: PartitionConfig) -> None:
         raise PartitionError(f"partition.seed={cfg.seed}: must be in [0, {_MAX_SEED}]")
 
 
-def _check_entries(total: int, limit: int, idx_dtype: np.dtype | type) -> None:
-    if total > limit:
-        raise PartitionError(
-            f"the symmetrised graph has {total} adjacency entries, more than the {limit} a "
-            f"{np.dtype(idx_dtype).itemsize * 8}-bit METIS build can index; use "
-            "partition.method='multilevel' (METIS on a coarsened graph), 'stream' or 'ldg' "
-            "(streaming), or a 64-bit METIS build")
 
 
-def symmetrize(graph: Graph, idx_dtype: np.dtype | type = np.int32,
-               max_entries: int | None = None) -> SymmetricCSR:
-    """``A + A^T`` of the in-neighbour CSR, self-loops and repeated pairs dropped, rows sorted.
-
-    One compiled transpose; if ``A`` is already simple (sorted rows, no repeats, no
-    self-loops) and equal to its transpose -- what an undirected loader produces -- it is
-    the answer (cast only). Otherwise two compiled passes (count, fill) merge the rows of
-    ``A`` and ``A^T``, after sorting the rows of ``A`` by a second transpose if needed.
-    Raises :class:`PartitionError` when the result has more than ``max_entries`` entries.
-    """
-    n = graph.num_nodes
-    indptr, indices = graph.indptr, graph.indices
-    t_ptr = np.zeros(n + 1, dtype=np.int64)
-    t_idx = np.empty(indices.shape[0], dtype=np.int64 if n > _INT32_MAX else np.int32)
-    _kernels.transpose_csr(indptr, indices, t_ptr, t_idx)
-    limit = int(np.iinfo(np.dtype(idx_dtype)).max) if max_entries is None else max_entries
-    if (np.array_equal(indptr, t_ptr) and _kernels.rows_simple(indptr, indices)
-            and np.array_equal(indices, t_idx)):
-        _check_entries(indices.shape[0], limit, idx_dtype)
-        return SymmetricCSR(xadj=indptr.astype(idx_dtype), adjncy=indices.astype(idx_dtype))
-    if _kernels.rows_sorted(indptr, indices):
-        a_ptr, a_idx = indptr, indices
-    else:
-        a_ptr = np.zeros(n + 1, dtype=np.int64)
-        a_idx = np.empty_like(t_idx)
-        _kernels.transpose_csr(t_ptr, t_idx, a_ptr, a_idx)
-    counts = np.empty(n, dtype=np.int64)
-    _kernels.merge_count(a_ptr, a_idx, t_ptr, t_idx, counts)
-    total = int(counts.sum())
-    _check_entries(total, limit, idx_dtype)
-    xadj = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=xadj[1:])
-    adjncy = np.empty(total, dtype=idx_dtype)
-    _kernels.merge_fill(a_ptr, a_idx, t_ptr, t_idx, xadj, adjncy)
-    return SymmetricCSR(xadj=xadj.astype(idx_dtype, copy=False), adjncy=adjncy)
 
 
-def vertex_weights(graph: Graph, cfg: PartitionConfig) -> tuple[np.ndarray, list[str]]:
-    """``[N, c]`` int64 balance constraints and their names.
-
-    Always ``nodes`` (1 each); ``nodes:<type>`` (1 per node of that type) for each node
-    type of a typed graph big enough to balance (:func:`balanced_types`) if
-    ``balance_node_types``; ``train`` (:meth:`Graph.train_weights`: 1 per training
-    node, or the task's per-node training weight, e.g. a link task's training in-degree)
-    if ``balance_train``; ``edges`` (in-degree: the rows a part stores and samples from)
-    if ``balance_edges``. A constraint whose total is 0 (a graph without edges) is dropped.
-    """
-    return weights_from(graph.train_weights(), graph.in_degrees(), cfg,
-                        node_types=graph.node_types(), type_names=graph.node_type_names)
 
 
-def balanced_types(counts: np.ndarray, cfg: PartitionConfig) -> list[int]:
-    """The node types that get a balance constraint of their own: those with at least
-    ``1 / (imbalance - 1)`` nodes per part, so one node fits in a part's slack (at 1.05,
-    20 per part). Smaller types (HeCo DBLP's 20 conferences, ACM's 60 subjects at k=4)
-    would need an exact split that METIS rarely lands on; they stay in ``nodes``."""
-    if not cfg.balance_node_types or counts.shape[0] < 2:
-        return []
-    return [t for t, c in enumerate(counts.tolist()) if c * (cfg.imbalance - 1.0) >= cfg.parts]
 
 
-def weights_from(train: np.ndarray, in_degrees: np.ndarray, cfg: PartitionConfig, *,
-                 node_types: np.ndarray | None = None,
-                 type_names: tuple[str, ...] = ()) -> tuple[np.ndarray, list[str]]:
-    """:func:`vertex_weights` from the training mask (or per-node training weights), the
-    in-degrees and the node types (None: untyped) alone (all a partitioner that never
-    holds the graph has)."""
-    cols = [np.ones(train.shape[0], dtype=np.int64)]
-    names = ["nodes"]
-    if node_types is not None:
-        for t in balanced_types(np.bincount(node_types, minlength=len(type_names)), cfg):
-            cols.append((node_types == t).astype(np.int64))
-            names.append(f"nodes:{type_names[t]}")
-    if cfg.balance_train:
-        cols.append(train.astype(np.int64))
-        names.append("train")
-    if cfg.balance_edges and in_degrees.sum() > 0:
-        cols.append(in_degrees.astype(np.int64))
-        names.append("edges")
-    return np.stack(cols, axis=1), names
 
 
 def typed_random_parts(train: np.ndarray, types: np.ndarray | None, num_types: int, k: int,
@@ -228,34 +135,12 @@ def _ldg_parts(graph: Graph, cfg: PartitionConfig) -> np.ndarray:
                                           cfg.imbalance, cfg.seed, LDG_PASSES))
 
 
-@contextmanager
-def _spill_dir(enabled: bool) -> Iterator[str | None]:
-    if not enabled:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="gnntrain-metis-") as d:
-        yield d
 
 
-def allowed_loads(weights: np.ndarray, k: int, imbalance: float) -> np.ndarray:
-    """Largest per-part load of each constraint that counts as balanced: ``imbalance`` times
-    the mean, but never below what whole nodes allow (``ceil(mean) + max weight - 1``)."""
-    mean = weights.sum(axis=0) / k
-    return np.maximum(imbalance * mean, np.ceil(mean) + weights.max(axis=0, initial=1) - 1)
 
 
-def _excess(parts: np.ndarray, weights: np.ndarray, k: int, allowed: np.ndarray) -> float:
-    loads = np.stack([np.bincount(parts, weights=weights[:, c], minlength=k)
-                      for c in range(weights.shape[1])], axis=1)
-    return float((loads.max(axis=0) / allowed).max())
 
 
-def metis_target(imbalance: float) -> float:
-    """The ``ubvec`` of the first METIS call for an allowed ``imbalance``: 80% of the slack.
-    METIS treats ``ubvec`` as a target and lands on it or just past it (1M-node synthetic
-    graph, k=8: exactly at 1.05 for 1.05, 1.04 for 1.04, same cut and time), and a result
-    over the allowed load costs a second call."""
-    return 1.0 + 0.8 * (imbalance - 1.0)
 
 
 def _metis_parts(graph: Graph, cfg: PartitionConfig, steps: StepRecorder) -> np.ndarray:
@@ -268,34 +153,11 @@ def _metis_parts(graph: Graph, cfg: PartitionConfig, steps: StepRecorder) -> np.
     with steps("metis"):
         # in a process of its own: METIS draws from the C library's rand(), which any other
         # thread of this process (Ray's, after ray.init) may draw from at the same time
-        from partition.multilevel import _metis_in_child
+        from partition.multilevel import metis_in_child
 
-        return _metis_in_child(sym, w, cfg, allowed_loads(w, cfg.parts, cfg.imbalance), None)
+        return metis_in_child(sym, w, cfg, allowed_loads(w, cfg.parts, cfg.imbalance), None)
 
 
-def metis_balanced(sym: SymmetricCSR, w: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
-                   adjwgt: np.ndarray | None = None) -> np.ndarray:
-    """METIS k-way aimed at :func:`metis_target`; if a constraint still ends above its
-    ``allowed`` load (METIS overshoots now and then, mostly at k=2: measured 1.066 for 1.05 on
-    CA-HepPh), rerun with half the tolerance, at most ``METIS_TRIES`` calls in all, and keep
-    the best-balanced result. ``adjwgt`` weighs the edges (a coarsened graph)."""
-    from partition.metis import part_graph_kway
-
-    best: tuple[float, np.ndarray] | None = None
-    ub = metis_target(cfg.imbalance)
-    with _spill_dir(cfg.metis_spill) as spill:
-        for _ in range(METIS_TRIES):
-            # METIS seeds the C library's srand(), where seeds 0 and 1 are the same stream
-            parts, _ = part_graph_kway(sym.xadj, sym.adjncy, cfg.parts, vwgt=w, adjwgt=adjwgt, ubvec=ub,
-                                       objective=cfg.objective, seed=cfg.seed + 1, spill_dir=spill)
-            excess = _excess(parts, w, cfg.parts, allowed)
-            if best is None or excess < best[0]:
-                best = (excess, parts)
-            if excess <= 1.0:
-                break
-            ub = 1.0 + (ub - 1.0) / 2
-    assert best is not None
-    return best[1]
 
 
 def _check_result(graph: Graph, cfg: PartitionConfig, parts: np.ndarray) -> None:

@@ -16,8 +16,8 @@ stored on disk with Ray tasks. The same blocks give the same parts either way.
   constraint's total; where blocks together overfill a cluster, the moves past its limit
   are undone) coarsens the graph; each block contributes its coarse edges, one task reads
   them a block at a time, builds the weighted coarse graph and runs multi-constraint METIS on it
-  (:func:`partition.methods.metis_balanced`, in a process of its own: see
-  :func:`_metis_in_child`), the coarse parts are projected back and
+  (:func:`partition.balance.metis_balanced`, in a process of its own: see
+  :func:`metis_in_child`), the coarse parts are projected back and
   :func:`refine` polishes them.
 * :func:`refine`: label-propagation refinement under the balance constraints: every block
   proposes moves of its nodes to the part holding most of their in-neighbours, the
@@ -42,10 +42,10 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from partition import _kernels
+from partition.balance import LDG_PASSES, SymmetricCSR, allowed_loads, metis_balanced
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
-from partition.methods import LDG_PASSES, SymmetricCSR, allowed_loads, metis_balanced
 from partition.steps import StepRecorder
 
 __all__ = ["BLOCK_ROWS", "Block", "BlockMap", "GraphBlocks", "block_bounds", "blocked_parts",
@@ -279,12 +279,12 @@ def _partition_coarse(pieces: Iterable[tuple[np.ndarray, np.ndarray]], cw: np.nd
     # vertex-weight totals must fit idx_t: scale a column down where they would not
     scale = np.maximum(1.0, np.ceil(cw.sum(axis=0) / (lib.max_idx // 4)))
     vw = np.ceil(cw / scale).astype(np.int64)
-    return _metis_in_child(sym, vw, cfg, allowed / scale, adjwgt)
+    return metis_in_child(sym, vw, cfg, allowed / scale, adjwgt)
 
 
-def _metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
+def metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
                     adjwgt: np.ndarray | None) -> np.ndarray:
-    """:func:`~partition.methods.metis_balanced` in a fresh Python process.
+    """:func:`~partition.balance.metis_balanced` in a fresh Python process.
 
     METIS draws from the C library's ``rand()``, which every thread of the process shares:
     next to Ray's threads (a Ray worker, or a driver after ``ray.init``) the same coarse graph
@@ -306,7 +306,7 @@ def _metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, all
 
 
 def _metis_main(d: str) -> None:
-    """Entry point of :func:`_metis_in_child`'s process."""
+    """Entry point of :func:`metis_in_child`'s process."""
     a = np.load(Path(d) / "in.npz")
     cfg = PartitionConfig.model_validate_json((Path(d) / "cfg.json").read_text())
     parts = metis_balanced(SymmetricCSR(xadj=a["xadj"], adjncy=a["adjncy"]), a["vw"], cfg, a["allowed"],

@@ -49,6 +49,7 @@ import ray
 from tqdm import tqdm
 
 from partition import _kernels
+from partition.balance import weights_from
 from partition.book import PartitionBook
 from partition.build import (
     Renumbering,
@@ -64,13 +65,7 @@ from partition.chunked import SPLIT_CODES, ChunkedGraph, id_dtype, open_chunks
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.format import FileEntry, PartCounts, write_npy
-from partition.methods import (
-    _random_parts,
-    check_assignment,
-    check_counts,
-    check_feasible,
-    weights_from,
-)
+from partition.methods import _random_parts, check_assignment, check_counts, check_feasible
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
 from partition.steps import StepRecorder
 from partition.store import PartitionSet, open_partition_set

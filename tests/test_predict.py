@@ -18,7 +18,7 @@ import torch
 
 import gnntrain.predict as gp
 from gnntrain.config import ModelConfig
-from gnntrain.models.builtin import BUILTIN
+from gnntrain.models import BUILTIN
 from gnntrain.predict import PredictError, predict, read_manifest, read_predictions
 from gnntrain.runtime.coordinator import run_training
 from partition.graph import Graph

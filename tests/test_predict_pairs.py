@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnntrain.predict import PredictError, main
-from gnntrain.predict_pairs import predict_pairs
+from gnntrain.predict import PredictError, main, predict_pairs
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.tasks import LinkPrediction, ranking

@@ -88,12 +88,12 @@ def _load_source(cfg: DatasetConfig) -> HeteroGraph:
     try:
         if isinstance(cfg, HeteroDirDataset):
             from gnntrain.data.hetero_dir import load_hetero_dir
-            from gnntrain.data.load import resolve_path
+            from gnntrain.data.paths import resolve_path
 
             return load_hetero_dir(resolve_path(cfg.path), cfg)
         if isinstance(cfg, OgbMagDataset):
             from gnntrain.data.hetero_ogb import load_ogb_mag
-            from gnntrain.data.load import resolve_path
+            from gnntrain.data.paths import resolve_path
 
             return load_ogb_mag(resolve_path(cfg.path), graph_name=cfg.name, target=cfg.target,
                                 split=cfg.split, add_reverse=cfg.add_reverse)

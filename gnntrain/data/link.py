@@ -135,7 +135,7 @@ def _keys(e: np.ndarray, n: int, undirected: bool) -> np.ndarray:
 
 def load_split(cfg: OgblDataset | LightGcnDataset) -> EdgeSplit:
     """The split a link source stores (``ogbl`` or ``lightgcn``)."""
-    from gnntrain.data.load import resolve_path
+    from gnntrain.data.paths import resolve_path
 
     path = resolve_path(cfg.path)
     try:

@@ -4,7 +4,7 @@ See :mod:`gnntrain.models.protocol` for the protocol and how ``model.arch`` name
 model (a built-in name or ``package.module:factory``).
 """
 
-from gnntrain.models.builtin import BUILTIN, BlockGNN, GCNBlockConv
+from gnntrain.models.builtin import BlockGNN, GCNBlockConv
 from gnntrain.models.protocol import (
     BlockModel,
     BlockNeeds,
@@ -12,15 +12,14 @@ from gnntrain.models.protocol import (
     ModelFactory,
     ModelSpec,
     block_needs,
-    build_model,
     flat_grads,
     has_layerwise,
     import_object,
     needs_degrees,
-    resolve_factory,
     set_flat_grads,
 )
 from gnntrain.models.pyg import PygLayers
+from gnntrain.models.registry import BUILTIN, build_model, resolve_factory
 
 __all__ = [
     "BUILTIN", "BlockGNN", "BlockModel", "BlockNeeds", "LayerwiseModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",

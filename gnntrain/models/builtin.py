@@ -1,7 +1,7 @@
 """The built-in models (``model.arch: sage | gcn | gat``) on sampled blocks with PyG layers.
 
 They follow the model protocol (:mod:`gnntrain.models.protocol`) like any user model and
-are built through the same factory path (:data:`BUILTIN`).
+are built through the same factory path (:data:`gnntrain.models.registry.BUILTIN`).
 
 Layer ``l`` reads the ``num_src`` rows of block ``l`` and writes only its ``num_dst``
 rows, so no layer computes rows the next one does not need (DGL's blocks; PyG's
@@ -27,23 +27,9 @@ from torch_geometric.nn import GATConv, SAGEConv
 
 from gnntrain.config import ModelConfig
 from gnntrain.models.protocol import LayerwiseModel
+from gnntrain.models.sparse import mean_weights, spmm
 from gnntrain.ops import gather_rows, relu_dropout
-from samplers.batch import Block, csr_adjacency
-
-
-def spmm(indptr: Tensor, edge_index: Tensor, values: Tensor, x_src: Tensor, num_dst: int) -> Tensor:
-    """``out[d] = sum_e values[e] * x_src[src_e]`` over the in-edges ``e`` of ``d``, as one
-    CSR product; edges grouped by destination, ``indptr`` their ``[num_dst + 1]`` offsets."""
-    adj = csr_adjacency(indptr, edge_index, values.to(x_src.dtype), num_dst, x_src.shape[0])
-    if x_src.is_cuda:
-        return torch.sparse.mm(adj, x_src)  # cuSPARSE
-    return torch.sparse.mm(adj, x_src, "sum")  # CPU kernel with its own backward
-
-
-def mean_weights(indptr: Tensor, num_edges: int) -> Tensor:
-    """Per-edge ``1 / in-degree in the block``: with :func:`spmm`, the neighbour mean."""
-    counts = indptr[1:] - indptr[:-1]
-    return (1.0 / counts.clamp(min=1).to(torch.float32)).repeat_interleave(counts, output_size=num_edges)
+from samplers.batch import Block
 
 
 class GCNBlockConv(nn.Module):
@@ -147,12 +133,6 @@ def _builtin(arch: str) -> Callable[[int, int, ModelConfig], BlockGNN]:
     return factory
 
 
-BUILTIN: dict[str, Callable[[int, int, ModelConfig], nn.Module]] = {
+BLOCK_GNNS: dict[str, Callable[[int, int, ModelConfig], nn.Module]] = {
     name: _builtin(name) for name in ("sage", "gcn", "gat")}
-"""``model.arch`` names of the built-in models and their factories."""
-
-from gnntrain.models.hetero_sage import hsage  # noqa: E402
-from gnntrain.models.typed import rgcn  # noqa: E402 - typed.py builds on spmm above
-
-BUILTIN["rgcn"] = rgcn
-BUILTIN["hsage"] = hsage
+"""The homogeneous built-ins' factories (:data:`gnntrain.models.registry.BUILTIN` has all)."""

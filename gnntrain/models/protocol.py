@@ -35,7 +35,6 @@ From Python, :func:`gnntrain.fit` also takes the factory or a module instance it
 
 from __future__ import annotations
 
-import copy
 import importlib
 import re
 from collections.abc import Callable, Sequence
@@ -121,33 +120,6 @@ def import_object(path: str, what: str) -> Any:
         return getattr(mod, attr)
     except AttributeError:
         raise ConfigError(f"{what}={path!r}: module {mod_name!r} has no attribute {attr!r}") from None
-
-
-def resolve_factory(arch: str) -> ModelFactory:
-    """The factory ``model.arch`` names: a built-in or an imported callable."""
-    from gnntrain.models.builtin import BUILTIN
-
-    if arch in BUILTIN:
-        return BUILTIN[arch]
-    factory = import_object(arch, "model.arch")
-    if not callable(factory):
-        raise ConfigError(f"model.arch={arch!r} is not callable (got {type(factory).__name__})")
-    return factory  # type: ignore[no-any-return]
-
-
-def build_model(spec: ModelSpec, cfg: ModelConfig, in_dim: int, out_dim: int, seed: int) -> nn.Module:
-    """The model ``spec`` names, with initial parameters fixed by ``seed`` (the same in every
-    process). A module instance is deep-copied and keeps its own parameters."""
-    if isinstance(spec, nn.Module):
-        return copy.deepcopy(spec)
-    factory = resolve_factory(spec) if isinstance(spec, str) else spec
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = factory(in_dim, out_dim, cfg)
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"model factory {getattr(factory, '__name__', factory)!r} returned "
-                          f"{type(model).__name__}, not a torch.nn.Module")
-    return model
 
 
 def flat_grads(model: nn.Module) -> Tensor:

@@ -36,8 +36,8 @@ import torch
 from torch import Tensor, nn
 
 from gnntrain.config import ModelConfig
-from gnntrain.models.builtin import spmm
 from gnntrain.models.protocol import LayerwiseModel
+from gnntrain.models.sparse import spmm
 from gnntrain.ops import gather_rows, relu_dropout
 from samplers.batch import Block
 

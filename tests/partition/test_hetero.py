@@ -12,6 +12,7 @@ import pytest
 from gnntrain.config import SyntheticHeteroConfig
 from gnntrain.data.hetero import to_training_graph
 from gnntrain.data.hetero_synthetic import generate_hetero
+from partition.balance import allowed_loads, balanced_types
 from partition.config import PartitionConfig
 from partition.errors import PartitionError, PartitionFormatError
 from partition.format import meta_digest
@@ -23,7 +24,7 @@ from partition.hetero_store import (
     build_hetero_partition_set,
     open_hetero_partition_set,
 )
-from partition.methods import allowed_loads, assign_parts, balanced_types
+from partition.methods import assign_parts
 from partition.store import open_partition_set
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from partition import PartitionConfig, PartitionError, assign_parts, build_partition_set
+from partition.balance import allowed_loads, symmetrize, vertex_weights
 from partition.graph import Graph
-from partition.methods import allowed_loads, random_parts, symmetrize, vertex_weights
+from partition.methods import random_parts
 from partition.multilevel import loads
 from partition.report import quality_report
 from tests.partition.conftest import planted_blocks
@@ -92,7 +93,7 @@ _THREADS_SCRIPT = textwrap.dedent("""
     import numpy as np
     from partition import PartitionConfig
     from partition.kahypar import combined_weight, mtkahypar_partition
-    from partition.methods import symmetrize, vertex_weights
+    from partition.balance import symmetrize, vertex_weights
     from tests.partition.conftest import planted_blocks
     g = planted_blocks(blocks=8, size=150, p_in=0.06, p_out=0.002, seed=4)
     cfg = PartitionConfig(method="kahypar", parts=4, seed=3)

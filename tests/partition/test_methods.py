@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from partition import PartitionConfig, PartitionError, assign_parts
+from partition.balance import allowed_loads, symmetrize, vertex_weights
 from partition.graph import Graph
-from partition.methods import allowed_loads, symmetrize, vertex_weights
 from partition.metis import load_metis, part_graph_kway
 from tests.conftest import make_graph
 from tests.partition.conftest import graph_from_edges, planted_blocks

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from partition import PartitionConfig, build_partition_set, multilevel, quality_report
+from partition.balance import vertex_weights
 from partition.chunked import ChunkedGraph, ChunkError, write_chunks
 from partition.errors import PartitionError
 from partition.graph import Graph
-from partition.methods import assign_parts, vertex_weights
+from partition.methods import assign_parts
 from partition.multilevel import GraphBlocks, blocked_parts, check_balance, coarsen
 from partition.parallel import partition_chunks, run_chunks
 from partition.steps import StepRecorder

@@ -1,72 +1,11 @@
-"""``python -m gnntrain.predict RUN_DIR``: every node's predictions or embeddings, written by the workers.
-
-Examples::
-
-    python -m gnntrain.predict runs/cora-20261130-081500                      # logits
-    python -m gnntrain.predict runs/cora-20261130-081500 --what probs --out probs/
-    python -m gnntrain.predict runs/cora-20261130-081500 --what embeddings --layer 1
-    python -m gnntrain.predict runs/cora-20261130-081500 --single-process    # one process
-    python -m gnntrain.predict runs/ddi-20261130-081500 --pairs pairs.csv    # link scores
-
-``--pairs FILE`` scores the given node pairs of a link-prediction run instead
-(:mod:`gnntrain.predict_pairs`).
-
-The run's own config (``config.yaml``), partition set (the path ``partition.json``
-records, or the stored set ``build_training_set`` finds again) and worker count are
-used: the same Ray workers as training start, each loads the newest checkpoint, and
-**exact layer-wise inference** runs over the full graph (every node's rows computed once
-per layer over all its in-neighbours, the loop evaluation uses). Each worker then writes
-the rows of the nodes it owns itself; the coordinator only writes the manifest, so no
-process ever holds the whole matrix.
-
-``--what``
-    ``logits`` (the model's outputs) and ``probs`` go through the task's
-    :meth:`~gnntrain.tasks.Task.predict`; ``embeddings`` are the rows after layer
-    ``--layer L`` (``0 < L <= num_layers``; default ``num_layers - 1``, the input of the
-    last layer, or ``1`` for a one-layer model; ``--layer 0`` is the model's input rows in a
-    run with ``model.node_embedding``). ``node_embedding`` is the learned input table
-    itself (``model.node_embedding.dim`` columns), written by the workers that own its
-    rows. A task may add its own kinds through ``Task.predict``; ``embeddings`` and
-    ``node_embedding`` are task-independent.
-Models without ``layer(i, block, h)`` are refused: sampled inference would make every
-node's result depend on a random neighbourhood and on the partitioning, which a
-prediction export must not.
-
-Output layout (default ``RUN_DIR/predictions/<what>`` or ``.../embeddings-layer<L>``)::
-
-    <out>/
-    ├── manifest.json      what was written (fields below)
-    ├── part-0.npy         values of part 0's nodes, [rows, width] (float32)
-    ├── part-0.ids.npy     their ORIGINAL node ids, int64 [rows]
-    ├── part-1.npy
-    └── part-1.ids.npy
-
-With ``--format parquet`` each part is one ``part-<p>.parquet`` instead (columns ``id``
-int64 and ``value`` a fixed-size list of ``width`` floats). ``manifest.json``:
-
-* ``format_version`` — 1; a reader refuses any other.
-* ``what``, ``layer`` — the kind of rows and the layer they come after (``num_layers``
-  for logits/probs).
-* ``format``, ``dtype``, ``width`` — ``npy`` or ``parquet``; dtype and width of every value row.
-* ``total_rows`` — rows over all shards (= nodes of the graph, each exactly once).
-* ``shards`` — per part: ``part``, ``rows``, ``shape``, ``dtype`` and ``files``
-  (role ``values``/``ids`` or ``table`` -> ``name``, ``bytes``, ``sha256``).
-* ``run_dir``, ``checkpoint_epoch``, ``workers`` — the run, the epochs its checkpoint had
-  trained, and the workers (= shards) that wrote the rows.
-
-The workers write into a directory beside ``<out>``: on a cluster ``<out>`` must lie on a
-file system every worker can write. The directory has a temporary name until it is
-complete and is then renamed into place; an existing ``<out>`` is only replaced with ``--force``.
-:func:`read_predictions` assembles the shards in original-id order with numpy alone,
-one shard in memory at a time.
-"""
+"""Every node's predictions or embeddings (:func:`predict`), written by the workers, and
+the reader of what they wrote (:func:`read_predictions`); the layout and the manifest's
+fields are documented in :mod:`gnntrain.predict`."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -85,8 +24,8 @@ if TYPE_CHECKING:
     from partition import TrainingSet
     from partition.graph import Graph
 
-__all__ = ["FORMAT_VERSION", "Manifest", "PredictError", "main", "predict", "read_manifest",
-           "read_predictions"]
+__all__ = ["FORMAT_VERSION", "WHATS", "FileEntry", "Manifest", "PredictError", "Shard", "open_run", "predict",
+           "read_manifest", "read_predictions"]
 
 FORMAT_VERSION = 1
 WHATS = ("logits", "probs", "embeddings", "node_embedding")
@@ -153,7 +92,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     from gnntrain.tasks import build_task
 
     console = console or Console(stderr=True, quiet=not progress)
-    run = _open_run(run_dir)
+    run = open_run(run_dir)
     cfg = load_config(raw=run.read_config_raw())
     if fmt not in SHARD_FORMATS:
         raise PredictError(f"--format {fmt!r}: expected one of {', '.join(SHARD_FORMATS)}")
@@ -252,7 +191,7 @@ def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, lay
     return sorted(shards, key=lambda s: int(s["part"]))
 
 
-def _open_run(run_dir: str | Path) -> RunDir:
+def open_run(run_dir: str | Path) -> RunDir:
     from gnntrain.rundir import RunDir
 
     p = Path(run_dir)
@@ -418,56 +357,3 @@ def read_predictions(path: str | Path, *, verify: bool = True) -> tuple[np.ndarr
         values[pos[start:start + s.rows]] = _read_shard(root, m, s, "values", verify)
         start += s.rows
     return ids, values
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m gnntrain.predict", description="\n\n".join(__doc__.split("\n\n")[:3]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dir", type=Path, help="a run directory (runs/<name>-<timestamp>)")
-    ap.add_argument("--what", default="logits", help=f"what to write: {' | '.join(WHATS)} (default logits)")
-    ap.add_argument("--layer", type=int, default=None,
-                    help="embeddings: the rows after layer L, 0 < L <= num_layers (default num_layers-1)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output directory (default RUN_DIR/predictions/<what>)")
-    ap.add_argument("--force", action="store_true", help="replace an existing output directory")
-    ap.add_argument("--format", dest="fmt", default="npy", help="npy (default) | parquet (needs pyarrow)")
-    ap.add_argument("--pairs", type=Path, default=None,
-                    help="link runs: score the pairs of this CSV/TSV ('src dst') or .npy [2, P] "
-                    "file; --out is then a .csv, .tsv or .npy file (default "
-                    "RUN_DIR/predictions/pair-scores.csv)")
-    ap.add_argument("--single-process", action="store_true",
-                    help="one in-process worker over the whole graph (no Ray, no partition set)")
-    return ap.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from gnntrain.config import ConfigError
-    from gnntrain.data import DataError
-    from partition import PartitionError
-
-    try:
-        if args.pairs is not None:
-            from gnntrain.predict_pairs import predict_pairs
-
-            if args.what != "logits" or args.layer is not None:
-                raise PredictError("--pairs writes pair scores: --what and --layer do not apply")
-            predict_pairs(args.run_dir, args.pairs, args.out, force=args.force,
-                          single_process=args.single_process)
-        else:
-            predict(args.run_dir, args.what, args.layer, args.out, force=args.force, fmt=args.fmt,
-                    single_process=args.single_process)
-    except (PredictError, ConfigError, DataError, PartitionError, FileNotFoundError) as e:
-        print("error: " + " ".join(str(e).split()), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: workers released, nothing written", file=sys.stderr)
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

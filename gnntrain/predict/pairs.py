@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnntrain.predict import PredictError, _open_run, predict, read_predictions
+from gnntrain.predict.nodes import PredictError, open_run, predict, read_predictions
 
 if TYPE_CHECKING:
     from gnntrain.models import ModelSpec
@@ -101,7 +101,7 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     from gnntrain.config import load_config
     from gnntrain.tasks import LinkPrediction, build_task
 
-    run = _open_run(run_dir)
+    run = open_run(run_dir)
     cfg = load_config(raw=run.read_config_raw())
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
     if not isinstance(task, LinkPrediction):

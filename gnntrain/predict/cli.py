@@ -1,0 +1,60 @@
+"""``python -m gnntrain.predict``: the command line of :func:`~gnntrain.predict.nodes.predict`
+and, with ``--pairs``, :func:`~gnntrain.predict.pairs.predict_pairs`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gnntrain.predict.nodes import WHATS, PredictError, predict
+from gnntrain.predict.pairs import predict_pairs
+
+__all__ = ["main", "parse_args"]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    import gnntrain.predict as package  # its docstring is the CLI's description
+
+    doc = package.__doc__ or ""
+    ap = argparse.ArgumentParser(prog="python -m gnntrain.predict", description="\n\n".join(doc.split("\n\n")[:3]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path, help="a run directory (runs/<name>-<timestamp>)")
+    ap.add_argument("--what", default="logits", help=f"what to write: {' | '.join(WHATS)} (default logits)")
+    ap.add_argument("--layer", type=int, default=None,
+                    help="embeddings: the rows after layer L, 0 < L <= num_layers (default num_layers-1)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output directory (default RUN_DIR/predictions/<what>)")
+    ap.add_argument("--force", action="store_true", help="replace an existing output directory")
+    ap.add_argument("--format", dest="fmt", default="npy", help="npy (default) | parquet (needs pyarrow)")
+    ap.add_argument("--pairs", type=Path, default=None,
+                    help="link runs: score the pairs of this CSV/TSV ('src dst') or .npy [2, P] "
+                    "file; --out is then a .csv, .tsv or .npy file (default "
+                    "RUN_DIR/predictions/pair-scores.csv)")
+    ap.add_argument("--single-process", action="store_true",
+                    help="one in-process worker over the whole graph (no Ray, no partition set)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from gnntrain.config import ConfigError
+    from gnntrain.data import DataError
+    from partition import PartitionError
+
+    try:
+        if args.pairs is not None:
+            if args.what != "logits" or args.layer is not None:
+                raise PredictError("--pairs writes pair scores: --what and --layer do not apply")
+            predict_pairs(args.run_dir, args.pairs, args.out, force=args.force,
+                          single_process=args.single_process)
+        else:
+            predict(args.run_dir, args.what, args.layer, args.out, force=args.force, fmt=args.fmt,
+                    single_process=args.single_process)
+    except (PredictError, ConfigError, DataError, PartitionError, FileNotFoundError) as e:
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: workers released, nothing written", file=sys.stderr)
+        return 130
+    return 0

@@ -6,7 +6,7 @@ re-derived from (seed, epoch, step, rank) and checkpoints are taken at epoch bou
 so redoing the lost epochs reproduces them bit for bit. Dropout and sampling are on.
 
 Timeouts are generous (60 s) so a slow collective on a loaded machine is not a failure;
-the stall case alone relies on stall detection, with a limit of 5 s.
+the stall case alone relies on stall detection, with a limit of 8 s.
 """
 
 from __future__ import annotations
@@ -111,14 +111,14 @@ def test_worker_raises_and_run_recovers(undisturbed: dict[str, Any], tmp_path: P
 
 def test_stalled_worker_is_detected_within_the_limit_and_replaced(undisturbed: dict[str, Any],
                                                                   tmp_path: Path) -> None:
-    """A worker stops making progress: stall detection (5 s) fires, the coordinator names
+    """A worker stops making progress: stall detection (8 s) fires, the coordinator names
     the stalled worker (the one behind, not its waiting peer) and restarts the group."""
     s = run_training(cfg_with(tmp_path, "train.max_failures=1", "faults.kind=stall", "faults.rank=1",
-                              "faults.epoch=2", "faults.step=1", "cluster.stall_timeout_s=5"),
+                              "faults.epoch=2", "faults.step=1", "cluster.stall_timeout_s=8"),
                      graph=GRAPH, progress=False)
     [f] = s["failures"]
     assert f["worker"] == 1 and f["restart_from_epoch"] == 2, f
-    assert f["after_s"] >= 5 and "no progress" in f["cause"] + f["detail"], f  # stall detection fired
+    assert f["after_s"] >= 8 and "no progress" in f["cause"] + f["detail"], f  # stall detection fired
     assert_same(s, undisturbed)
 
 

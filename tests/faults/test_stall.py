@@ -9,19 +9,19 @@ longer than the limit without counting a step, runs to the end.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from gnntrain.config import RunConfig
+from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import StallWatch, WorkerFailure
 from tests.conftest import make_graph
 from tests.runtime.helpers import tiny_cfg
 
 GRAPH = make_graph(300, seed=3)
-STALL = 4.0
+STALL = 8.0  # 4 s named a worker starved of CPU (both cores busy with other runs) as stalled
 
 
 def cfg_with(tmp_path: Path, *extra: str) -> RunConfig:
@@ -36,20 +36,21 @@ def test_stalled_worker_is_named_within_the_stall_limit(ray_local: None, tmp_pat
         run_training(cfg, graph=GRAPH, progress=False)
     msg = str(err.value)
     assert err.value.rank == 1, msg  # the stalled worker, not its peer waiting in the all-reduce
-    m = re.search(r"worker 1 made no progress for (\d+)s \(limit 4s, cluster.stall_timeout_s\) at train epoch 1 step 1", msg)
+    m = re.search(rf"worker 1 made no progress for (\d+)s \(limit {STALL:.0f}s, cluster.stall_timeout_s\) "
+                  r"at train epoch 1 step 1", msg)
     assert m, msg
     assert int(m.group(1)) >= STALL, msg  # never before the limit; the 120 s collective limit did not fire
 
 
 def test_slow_worker_that_keeps_stepping_is_not_failed(ray_local: None, tmp_path: Path) -> None:
-    """Each step of worker 0 takes 1 s from epoch 0 step 2 on: an epoch lasts several
-    stall limits, yet every step moves the counters."""
+    """Each step of worker 0 takes 3 s from epoch 0 step 2 on: the epoch outlasts the
+    stall limit, yet every step moves the counters."""
     cfg = cfg_with(tmp_path, "train.epochs=1", "faults.kind=slow", "faults.rank=0", "faults.epoch=0",
-                   "faults.step=2", "faults.seconds=1")
-    t0 = time.monotonic()
+                   "faults.step=2", "faults.seconds=3")
     s = run_training(cfg, graph=GRAPH, progress=False)
     assert s["epochs"] == 1 and not s.get("failures")
-    assert time.monotonic() - t0 > STALL  # the epoch did outlast the limit
+    [epoch] = RunDir(Path(s["run_dir"])).metrics()
+    assert epoch["epoch_s"] > STALL, epoch["epoch_s"]  # the epoch itself did outlast the limit
 
 
 def test_worker_computing_longer_than_the_limit_is_not_failed(ray_local: None, tmp_path: Path) -> None:

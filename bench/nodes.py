@@ -42,8 +42,8 @@ def simulated_nodes(count: int) -> Iterator[tuple[Any, list[Any]]]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     tmp = tempfile.mkdtemp(prefix="el-", dir="/tmp")  # short: Ray's socket paths are limited
-    # Cluster records the head's address in $RAY_TMPDIR/ray/ray_current_cluster (default
-    # /tmp/ray, absent on a machine that never ran a default Ray): keep it in our temp dir
+    # Cluster records the head's address in $RAY_TMPDIR/ray/ray_current_cluster, under Ray's
+    # default temp dir unless told otherwise, which need not exist: keep it in our temp dir
     (Path(tmp) / "ray").mkdir()
     before = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = tmp

@@ -82,15 +82,16 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a checkpoint's model and optimizer; one written for another model (a
         changed ``model.*`` width, depth or ``model.node_embedding.dim``) is refused by name."""
-        have = self.model.state_dict()
-        saved = state["model"]
-        wrong = [f"{k} {tuple(saved[k].shape)} vs {tuple(v.shape)}" for k, v in have.items()
-                 if k in saved and tuple(saved[k].shape) != tuple(v.shape)]
-        missing = sorted(set(have) ^ set(saved))
-        if wrong or missing:
-            raise ValueError("the checkpoint's model does not fit the configured model ("
-                             + "; ".join(wrong[:3] + [f"only in one of them: {missing[:3]}"] * bool(missing))
-                             + "): model.* (hidden, layers, arch, node_embedding.dim) differs from the "
-                             "run that wrote it; resume with the run's own config")
+        have, saved = self.model.state_dict(), state["model"]
+        misfits = [f"{k} {tuple(saved[k].shape)} vs {tuple(v.shape)}" for k, v in have.items()
+                   if k in saved and saved[k].shape != v.shape]
+        unmatched = sorted(set(have) ^ set(saved))
+        if unmatched:
+            misfits.append(f"only in one of them: {unmatched[:3]}")
+        if misfits:
+            raise ValueError(f"the checkpoint's model does not fit the configured model "
+                             f"({'; '.join(misfits[:4])}): model.* (hidden, layers, arch, "
+                             "node_embedding.dim) differs from the run that wrote it; resume with "
+                             "the run's own config")
         self.model.load_state_dict(saved)
         self.opt.load_state_dict(state["opt"])

@@ -194,12 +194,13 @@ class LinkPrediction(Task):
                 raise ValueError("task.options.ranking='per_source' on a random split ranks each "
                                  "positive against its own negatives: set task.options.eval_negatives "
                                  "to how many (e.g. 100)")
-            per = self.eval_negatives if self.ranking == "per_source" else 0
+            own = self.ranking == "per_source"  # each positive's own negatives, else one shared set
             base = super().load_graph(dataset, graph)
             split = random_edge_split(base, val_frac=self.val_frac, test_frac=self.test_frac,
                                       seed=self.split_seed,
                                       keep_train_per_node=self.keep_train_per_node,
-                                      shared_negatives=self.eval_negatives - per, per_positive=per)
+                                      shared_negatives=0 if own else self.eval_negatives,
+                                      per_positive=self.eval_negatives if own else 0)
             if graph is not None or getattr(dataset, "features", "stored") is not None:
                 x = base.x  # the source's own features
         if self.ranking == "items" and split.dst_range[0] == 0:

@@ -1,6 +1,6 @@
 """gnntrain: distributed mini-batch GNN training on Ray.
 
-The public API (version 0.2), importable from the package itself:
+The public API (version 0.3), importable from the package itself:
 
 * :func:`fit` — train as ``python -m gnntrain.run`` does, from a YAML path, a mapping or a
   :class:`~gnntrain.config.RunConfig`, with config overrides as keywords
@@ -12,6 +12,8 @@ The public API (version 0.2), importable from the package itself:
   :meth:`Task.loss` / :meth:`Task.training_step` of :class:`NodeClassification`, for a
   custom loss or step.
 * :class:`NodeClassification` — the built-in task.
+* :func:`reuse_workers` — a block in which runs of the same shape on the same Ray reuse
+  the worker processes of earlier runs (seed sweeps; :mod:`gnntrain.runtime.worker_pool`).
 * :class:`PygLayers` — the adapter that makes plain PyG layers (``conv(x, edge_index)``)
   a gnntrain model (:mod:`gnntrain.models.protocol` is the model protocol).
 
@@ -29,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from gnntrain.allocator import use_huge_pages
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 use_huge_pages()  # before torch's first allocation, when gnntrain is imported first
 
 if TYPE_CHECKING:
     from gnntrain.api import Loaded, Run, fit, load
     from gnntrain.models.pyg import PygLayers
+    from gnntrain.runtime.worker_pool import reuse_workers
     from gnntrain.tasks.base import Task
     from gnntrain.tasks.node import NodeClassification
 
@@ -47,9 +50,11 @@ _EXPORTS = {
     "Task": "gnntrain.tasks.base",
     "NodeClassification": "gnntrain.tasks.node",
     "PygLayers": "gnntrain.models.pyg",
+    "reuse_workers": "gnntrain.runtime.worker_pool",
 }
 
-__all__ = ["Loaded", "NodeClassification", "PygLayers", "Run", "Task", "__version__", "fit", "load"]
+__all__ = ["Loaded", "NodeClassification", "PygLayers", "Run", "Task", "__version__", "fit", "load",
+           "reuse_workers"]
 
 
 def __getattr__(name: str) -> Any:

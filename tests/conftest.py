@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gnntrain.runtime.worker_pool import POOL, reuse_workers
 from partition.graph import Graph, csr_from_edges
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,8 +72,10 @@ def tiny_graph() -> Graph:
 
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
-    """One local Ray for the test session: 2 CPUs, no dashboard, files under a temp dir
-    (RAY-NOTES); always shut down, and never a bare `ray stop`."""
+    """One local Ray for the test session: 2 CPUs, no dashboard, files under a temp dir;
+    always shut down, and never a bare `ray stop`. Runs keep their worker actors for the
+    next run of the same shape (:func:`gnntrain.reuse_workers`): most of a new group's
+    start-up is each actor importing torch and PyG."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -81,9 +84,17 @@ def ray_local() -> Iterator[None]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=int(3e8), _temp_dir=tmp,
              logging_level="warning", log_to_driver=False)
     try:
-        yield
+        with reuse_workers():  # a run's workers serve the next run of the same shape
+            yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def ray_tasks(ray_local: None) -> None:
+    """The session's Ray with no idle kept workers: for tests that start Ray tasks of their
+    own (the partitioning pipeline), which need the CPUs idle workers hold."""
+    POOL.release()
 
 
 @pytest.fixture
@@ -95,6 +106,7 @@ def joined_env(ray_local: None) -> dict[str, str]:
     The run's worker processes are then descendants of this process (the session's raylet)."""
     import ray
 
+    POOL.release()  # idle workers hold the CPUs the subprocess's run needs
     return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
             "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
 

@@ -140,7 +140,7 @@ def test_load_bad_input(tmp_path: Path) -> None:
 
 def test_package_exports_are_lazy_and_versioned() -> None:
     code = ("import sys, gnntrain, gnntrain.api, gnntrain.run; "
-            "assert gnntrain.__version__ == '0.2.0'; "
+            "assert gnntrain.__version__ == '0.3.0'; "
             "print(sorted(m for m in ('torch', 'numba', 'ray') if m in sys.modules)); "
             "names = [getattr(gnntrain, n) for n in gnntrain.__all__]; "
             "print(sorted(n for n in gnntrain.__all__ if n not in dir(gnntrain)))")

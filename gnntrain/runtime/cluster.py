@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 from gnntrain.allocator import TORCH_ALLOC_ENV
 from gnntrain.config import ClusterConfig
 from gnntrain.runtime import interrupts
+from gnntrain.runtime.worker_pool import POOL
 
 
 class ClusterError(RuntimeError):
@@ -138,6 +139,7 @@ def ray_session(cfg: ClusterConfig, workers: int) -> Iterator[bool]:
             with interrupts.recorded():
                 yield True
         finally:
+            POOL.release()  # kept workers (reuse_workers) end with the Ray that runs them
             ray.shutdown()
 
 

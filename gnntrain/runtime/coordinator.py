@@ -225,8 +225,10 @@ def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
 
     assert data is not None
     if isinstance(data, ChunkedGraph):
+        from gnntrain.runtime.worker_pool import POOL
         from partition.parallel import partition_chunks  # imports Ray: only where Ray runs
 
+        POOL.release()  # the pipeline's Ray tasks need the CPUs that idle kept workers hold
         chunked = partition_chunks(data, cfg.partition, progress=progress)
         if chunked.reused:
             chunked.check_files(verify=True)

@@ -45,6 +45,7 @@ from gnntrain.runtime.faults import FaultInjector
 from gnntrain.runtime.group import Watch, WorkerGroup
 from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
 from gnntrain.runtime.worker import Worker, WorkerInfo
+from gnntrain.runtime.worker_pool import POOL, IdleGroup, group_key, kill_group
 from gnntrain.tasks import Task
 from samplers import Neighbors
 from samplers.base import Fanout
@@ -122,9 +123,17 @@ class WorkerActor:
 
     def __init__(self, cfg_raw: dict[str, Any], part_path: str, rank: int, world: int,
                  model: ModelSpec, task: Task) -> None:
+        torch.set_num_threads(whole_cpus())
+        self._store: Any = None
+        self._train_thread: int | None = None  # pthread id of the thread running coordinator calls
+        self.load(cfg_raw, part_path, rank, world, model, task)
+
+    def load(self, cfg_raw: dict[str, Any], part_path: str, rank: int, world: int,
+             model: ModelSpec, task: Task) -> None:
+        """Take a run's config, rank and model, and load its part: at start-up, and again
+        when a kept actor serves another run (:mod:`~gnntrain.runtime.worker_pool`)."""
         from partition import open_training_set
 
-        torch.set_num_threads(whole_cpus())
         self.cfg = RunConfig.model_validate(cfg_raw)
         self.rank = rank
         self.world = world
@@ -136,8 +145,6 @@ class WorkerActor:
         self.node_types = pset.node_types()
         self.num_classes = int(pset.num_classes)
         self.worker: Worker | None = None
-        self._store: Any = None
-        self._train_thread: int | None = None  # pthread id of the thread running coordinator calls
 
     def address(self) -> tuple[str, int]:
         """Open the gloo rendezvous store on a port the OS picks, and return this node's IP
@@ -209,6 +216,19 @@ class WorkerActor:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+    def release(self) -> int:
+        """Leave the process group and drop the run's part, model and caches, to wait
+        for the next run (:mod:`~gnntrain.runtime.worker_pool`); this process's id."""
+        import gc
+
+        self.shutdown()
+        self.worker = None
+        self.part = None  # type: ignore[assignment]
+        self._store = None
+        gc.collect()
+        trim_heap()
+        return os.getpid()
 
     def ping(self) -> int:
         return self.rank
@@ -324,7 +344,7 @@ def worker_processes(root: Any = None) -> list[Any]:
 
 
 _GROUPS = {"serve": ("serve", "ping", "progress", "node"),
-           "train": ("address", "pid", "setup", "call", "shutdown")}
+           "train": ("address", "pid", "setup", "call", "shutdown", "load", "release")}
 
 
 def actor_class(serve_threads: int = 4) -> Any:
@@ -366,25 +386,26 @@ class RayGroup(WorkerGroup):
                 raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
         # pinned ranks sharing a node share its CPUs
         cpus = [per] * world if nodes is None else bundle_cpus(nodes, alive_nodes(), per)
-        bundles = [{"CPU": c, **({"GPU": gpus} if gpus else {})} for c in cpus]
-        self.pg = placement_group(bundles, strategy="PACK", **(
-            {} if nodes is None else {"bundle_label_selector": [{NODE_LABEL: n} for n in nodes]}))
-        if not self.pg.wait(timeout_seconds=int(max(10, cfg.cluster.connect_timeout_s))):
-            remove_placement_group(self.pg)
-            where = "" if nodes is None else f" on nodes {nodes} (by rank)"
-            raise PlacementError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
-                               f"({ray.cluster_resources()})")
-        cls = actor_class()
         raw = cfg.model_dump(mode="json")
         env = worker_runtime_env()  # allocator settings; user code the driver imported
-        self.actors = [
-            cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
-                        runtime_env=env,
-                        scheduling_strategy=PlacementGroupSchedulingStrategy(
-                            placement_group=self.pg, placement_group_bundle_index=r)
-                        ).remote(raw, part_path, r, world, model, task)
-            for r in range(world)]
+        self.key = group_key(world, cpus, gpus, env, WorkerActor)
+        self.healthy = True  # False once a call failed or was interrupted: never kept then
+        self.actors: list[Any] = []
+        self.pg: Any = None
+        kept = POOL.take(self.key, nodes)
+        if kept is not None:
+            self.pg, self.actors = kept.pg, kept.actors
+            try:
+                self._get([a.load.remote(raw, part_path, r, world, model, task)
+                           for r, a in enumerate(self.actors)], "start-up")
+            except WorkerFailure:  # a kept worker died or cannot load: start a new group
+                kill_group(self.actors, self.pg)
+                self.pg, self.actors, self.healthy, kept = None, [], True, None
+        self.reused = kept is not None
         try:
+            if kept is None:
+                POOL.make_room(sum(cpus), gpus * world)
+                self._start(raw, env, cpus, gpus, nodes, part_path, model, task)
             # an actor still being built (imports, loading its part) cannot answer: start-up
             # gets at least STARTUP_S
             up = max(self.stall_s, STARTUP_S)
@@ -395,9 +416,33 @@ class RayGroup(WorkerGroup):
             infos = self._get([a.setup.remote(self.actors, master, attempt, backend)
                                for a in self.actors], "setup")
         except BaseException:
+            self.healthy = False
             self.shutdown()
             raise
         self.infos = [WorkerInfo(**i) for i in infos]
+
+    def _start(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
+               nodes: list[str] | None, part_path: str, model: ModelSpec, task: Task) -> None:
+        """Place the group's bundles (one per rank, on ``nodes`` when pinned) and start
+        its actors."""
+        world = len(cpus)
+        bundles = [{"CPU": c, **({"GPU": gpus} if gpus else {})} for c in cpus]
+        self.pg = placement_group(bundles, strategy="PACK", **(
+            {} if nodes is None else {"bundle_label_selector": [{NODE_LABEL: n} for n in nodes]}))
+        if not self.pg.wait(timeout_seconds=int(max(10, self.cfg.cluster.connect_timeout_s))):
+            remove_placement_group(self.pg)
+            self.pg = None
+            where = "" if nodes is None else f" on nodes {nodes} (by rank)"
+            raise PlacementError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
+                                 f"({ray.cluster_resources()})")
+        cls = actor_class()
+        self.actors = [
+            cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
+                        runtime_env=env,
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(
+                            placement_group=self.pg, placement_group_bundle_index=r)
+                        ).remote(raw, part_path, r, world, model, task)
+            for r in range(world)]
 
     def diagnose(self, timeout_s: float = 5.0, ranks: list[int] | None = None) -> list[dict[str, Any]]:
         """Each worker's progress (or that it does not answer), to name a stuck worker."""
@@ -436,6 +481,14 @@ class RayGroup(WorkerGroup):
         most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Every
         round of progress answers also goes to ``watch`` (a progress bar), then at least
         once a second. Failures name the worker and the cause."""
+        try:
+            return self._wait(refs, phase, timeout, ranks, stall_s, watch)
+        except BaseException:
+            self.healthy = False
+            raise
+
+    def _wait(self, refs: list[Any], phase: str, timeout: float | None, ranks: list[int] | None,
+              stall_s: float | None, watch: Watch | None) -> list[Any]:
         stall_s = stall_s or self.stall_s
         ranks = list(range(len(refs))) if ranks is None else ranks
         rank_of = {id(ref): r for ref, r in zip(refs, ranks, strict=True)}
@@ -503,14 +556,14 @@ class RayGroup(WorkerGroup):
         return b, m
 
     def shutdown(self) -> None:
-        for a in getattr(self, "actors", []):
+        """Kill the workers and remove their placement group; inside
+        :func:`~gnntrain.runtime.worker_pool.reuse_workers`, keep a healthy group instead."""
+        actors, self.actors = self.actors, []
+        if self.healthy and POOL.active and actors:
             try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        self.actors = []
-        try:
-            remove_placement_group(self.pg)
-        except Exception:  # noqa: BLE001
-            pass
-
+                pids = ray.get([a.release.remote() for a in actors], timeout=30)
+            except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
+                pids = None
+            if pids is not None and POOL.keep(IdleGroup(self.key, actors, self.pg, pids, list(self.nodes))):
+                return
+        kill_group(actors, self.pg)

@@ -25,7 +25,7 @@ from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
 from tests.conftest import make_graph
 from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
-from tests.runtime.test_failures import assert_nothing_left, worker_processes
+from tests.runtime.test_failures import assert_nothing_left, unkept_workers
 
 GRAPH = make_graph(400, seed=7)
 BASE = ("train.epochs=4", "train.checkpoint_every=1", "train.keep_checkpoints=5",
@@ -82,7 +82,7 @@ def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, Any]
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if list((tmp_path / "runs").glob("*/checkpoints/ckpt-00002.pt")):
-                procs = [p for p in worker_processes() if p.status() != psutil.STATUS_ZOMBIE]
+                procs = [p for p in unkept_workers() if p.status() != psutil.STATUS_ZOMBIE]
                 if procs:
                     procs[0].kill()
                     killed.append(procs[0].pid)

@@ -19,6 +19,7 @@ from gnntrain.checkpoint import list_checkpoints
 from gnntrain.config import load_config
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
+from gnntrain.runtime.worker_pool import POOL
 from partition import PartitionChecksumError, build_partition_set
 from partition.build import set_path
 from partition.config import PartitionConfig
@@ -52,6 +53,7 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(tmp_path: P
     ends the actors of a driver that died (both runs join the session's Ray)."""
     cfg_path = write_cfg(tmp_path)
     reference = final_state(run_training(load_config(cfg_path), progress=False))
+    POOL.release()  # the subprocess's run needs the CPUs the reference's kept workers hold
 
     env = {**joined_env, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "gnntrain.run", "--config", str(cfg_path), "--no-progress",

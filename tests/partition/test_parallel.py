@@ -27,7 +27,7 @@ def messy_chunks(messy_graph: Graph, tmp_path: Path) -> ChunkedGraph:
     return write_chunks(messy_graph, tmp_path / "chunks", edges_per_chunk=97, nodes_per_chunk=25)
 
 
-def test_ray_pipeline_writes_the_in_process_set(ray_local: None, messy_graph: Graph,
+def test_ray_pipeline_writes_the_in_process_set(ray_tasks: None, messy_graph: Graph,
                                                 messy_chunks: ChunkedGraph, tmp_path: Path) -> None:
     """Same assignment (seeded random) -> the same directory name, files and checksums, and
     every node's rows, features and split read back from its part."""
@@ -46,7 +46,7 @@ def test_ray_pipeline_writes_the_in_process_set(ray_local: None, messy_graph: Gr
 
 
 @pytest.mark.parametrize("method", ["stream", "multilevel"])
-def test_ray_methods_equal_in_process_blocks(ray_local: None, method: str, tmp_path: Path,
+def test_ray_methods_equal_in_process_blocks(ray_tasks: None, method: str, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Same blocks -> the same parts on Ray as in this process (coarsening forced on)."""
     monkeypatch.setattr(multilevel, "COARSE_NODES", 0)  # read by the coordinator only
@@ -144,7 +144,7 @@ def test_unbalanced_assignment_names_the_constraint(blocks_graph: Graph) -> None
         check_balance(train_heavy, w, names, cfg)
 
 
-def test_failing_task_leaves_no_half_written_set(ray_local: None, messy_chunks: ChunkedGraph,
+def test_failing_task_leaves_no_half_written_set(ray_tasks: None, messy_chunks: ChunkedGraph,
                                                  tmp_path: Path) -> None:
     """A node chunk that fails its checksum is read only by a write-step task: the run ends
     with the chunk's name and the partition root holds nothing."""
@@ -178,7 +178,7 @@ def test_partition_package_stays_ray_free() -> None:
 
 
 @pytest.mark.parametrize("method", ["metis", "multilevel", "chunks"])
-def test_unmeetable_balance_is_refused_before_any_work(ray_local: None, method: str, tmp_path: Path) -> None:
+def test_unmeetable_balance_is_refused_before_any_work(ray_tasks: None, method: str, tmp_path: Path) -> None:
     """A hub with more in-edges than a part may hold: refused naming the constraint, the
     node, its weight and the limit; the partition root holds nothing."""
     n = 60
@@ -259,7 +259,7 @@ def _piece_sizes(pieces: Iterable[np.ndarray]) -> list[tuple[int, int]]:
 
 
 @pytest.mark.timeout(300)
-def test_the_gathering_task_holds_one_piece_at_a_time(ray_local: None, tmp_path: Path) -> None:
+def test_the_gathering_task_holds_one_piece_at_a_time(ray_tasks: None, tmp_path: Path) -> None:
     """Four kept pieces of 250 MiB (more than the test Ray's 300 MB store) reach
     :meth:`RayBlocks.call` in block order, fetched one at a time: the task's peak stays
     below the four pieces together. Handed over as task arguments, all four were mapped at

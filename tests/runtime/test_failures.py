@@ -16,18 +16,25 @@ import pytest
 from gnntrain.runtime.cluster import ClusterError
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure, worker_processes
+from gnntrain.runtime.worker_pool import POOL
 from tests.conftest import REPO, make_graph
 from tests.runtime.helpers import tiny_cfg
+
+
+def unkept_workers() -> list[psutil.Process]:
+    """This process's worker processes, but for the idle ones kept for reuse (:data:`POOL`)."""
+    kept = POOL.pids()
+    return [p for p in worker_processes() if p.pid not in kept]
 
 
 def wait_no_workers(timeout_s: float = 20.0) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        left = worker_processes()
+        left = unkept_workers()
         if not left:
             return []
         time.sleep(0.5)
-    return worker_processes()
+    return unkept_workers()
 
 
 def wait_dead(pids: set[int], timeout_s: float = 30.0) -> set[int]:
@@ -41,25 +48,30 @@ def wait_dead(pids: set[int], timeout_s: float = 30.0) -> set[int]:
 
 
 def live_ray_leftovers(timeout_s: float = 20.0) -> dict[str, list[str]]:
-    """Worker actors not DEAD and placement groups not REMOVED in the connected Ray, after
-    waiting up to ``timeout_s`` for them to go. Read from the GCS tables: the public state
+    """Worker actors not DEAD and placement groups not REMOVED in the connected Ray (but
+    for the idle groups kept for reuse), after waiting up to ``timeout_s`` for them to go. Read from the GCS tables: the public state
     API (``ray.util.state``) needs the dashboard, which the test Ray does not start."""
     import ray
     from ray._private import state
 
     deadline = time.monotonic() + timeout_s
+    kept_actors = {a._actor_id.hex() for g in POOL.idle for a in g.actors}
+    kept_pgs = {g.pg.id.hex() for g in POOL.idle}
     while True:
         actors = [f"{a['ActorClassName']} {a['State']}" for a in state.actors().values()
-                  if a["ActorClassName"] == "GnnWorker" and a["State"] != "DEAD"]
+                  if a["ActorClassName"] == "GnnWorker" and a["State"] != "DEAD"
+                  and a["ActorID"] not in kept_actors]
         pgs = [f"{pg['placement_group_id']} {pg['state']}" for pg in ray.util.placement_group_table().values()
-               if pg["state"] != "REMOVED"]
+               if pg["state"] != "REMOVED" and pg["placement_group_id"] not in kept_pgs]
         if not (actors or pgs) or time.monotonic() > deadline:
             return {"actors": actors, "placement_groups": pgs}
         time.sleep(0.5)
 
 
 def assert_nothing_left() -> None:
-    """No worker process, worker actor or placement group of a finished run remains."""
+    """No worker process, worker actor or placement group of a finished run remains, but
+    for the idle groups of clean runs kept for reuse (a failed group is never kept:
+    tests/runtime/test_worker_pool.py)."""
     assert wait_no_workers() == [], "worker processes left behind"
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}
 
@@ -175,6 +187,7 @@ def test_ctrl_c_on_a_cluster_releases_actors_and_placement_group(ray_local: None
     cluster holds none of its actors or placement groups, and its workers are gone."""
     import ray
 
+    POOL.release()  # the subprocess's run needs the CPUs idle workers hold
     assert live_ray_leftovers(timeout_s=0) == {"actors": [], "placement_groups": []}
     rc, out, pids, took = _interrupt_run(tmp_path, "--address", ray.get_runtime_context().gcs_address)
     assert rc == 130, out

@@ -1,0 +1,171 @@
+"""Worker actors kept between runs in one driver: :func:`reuse_workers`.
+
+Starting a worker actor costs seconds of CPU (a new Python process imports torch and PyG)
+before it loads its part, and a seed sweep, a series of Tune trials or a test suite starts
+groups of the same shape again and again. Inside ``with reuse_workers():`` a Ray group
+that ends cleanly is not killed: its actors leave their process group, drop their part and
+model, and wait, with their placement group, for the next run on the same Ray connection
+with the same shape (worker count, CPUs and GPUs of each worker, runtime environment),
+which loads its own config and part into them. Ray Tune's ``reuse_actors`` does the same
+for trainables.
+
+- A group that failed or was interrupted is always killed, never kept. A group placed
+  on given nodes (a recovery's) is kept like any other; a recovery takes a kept group
+  only when its ranks sit on the nodes the recovery asks for.
+- Idle groups hold their placement group's CPUs and GPUs: a group of another shape that
+  needs them releases idle groups first (oldest first), and leaving the outermost block
+  releases all of them. Another driver on the same cluster, or Ray tasks this driver
+  starts itself, cannot use them meanwhile: the partitioning pipeline on Ray (chunked
+  datasets) releases idle groups before it starts.
+- A reused worker is the same process: its peak resident memory (``ru_maxrss``) covers
+  earlier runs, so memory benchmarks start fresh groups. Everything a run computes is
+  seeded by its own config, so a reused group trains bit for bit like a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+GroupKey = tuple[str, str, int, tuple[float, ...], float, str, str]
+"""What a kept group must match: Ray's GCS address and this driver's job id, the worker
+count, each worker's CPUs, the GPUs per worker, the runtime environment (JSON) and the
+actor class (module and name)."""
+
+
+@dataclass
+class IdleGroup:
+    """A kept group's actors and placement group, and the resources they hold."""
+
+    key: GroupKey
+    actors: list[Any]
+    pg: Any
+    pids: list[int]
+    nodes: list[str]  # the node of every rank
+
+    @property
+    def cpus(self) -> float:
+        return sum(self.key[3])
+
+    @property
+    def gpus(self) -> float:
+        return self.key[4] * self.key[2]
+
+
+def group_key(world: int, cpus: list[float], gpus: float, runtime_env: dict[str, Any], actor: type) -> GroupKey:
+    """The key of a group of ``world`` actors of class ``actor`` with ``cpus[r]`` CPUs and
+    ``gpus`` GPUs each, on the Ray this driver is connected to."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return (str(ctx.gcs_address), str(ctx.get_job_id()), world, tuple(float(c) for c in cpus), float(gpus),
+            json.dumps(runtime_env, sort_keys=True), f"{actor.__module__}.{actor.__qualname__}")
+
+
+def kill_group(actors: list[Any], pg: Any) -> None:
+    """Kill ``actors`` and remove ``pg``; what is already gone is skipped."""
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    for a in actors:
+        try:
+            ray.kill(a, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    if pg is not None:
+        try:
+            remove_placement_group(pg)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+class WorkerPool:
+    """The idle groups of this driver, and whether a :func:`reuse_workers` block is open."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.idle: list[IdleGroup] = []
+
+    @property
+    def active(self) -> bool:
+        return self.depth > 0
+
+    def _current(self) -> None:
+        """Forget groups of another Ray connection (their handles are no longer valid)."""
+        import ray
+
+        if not ray.is_initialized():
+            self.idle = []
+            return
+        ctx = ray.get_runtime_context()
+        here = (str(ctx.gcs_address), str(ctx.get_job_id()))
+        self.idle = [g for g in self.idle if g.key[:2] == here]
+
+    def take(self, key: GroupKey, nodes: list[str] | None = None) -> IdleGroup | None:
+        """An idle group of shape ``key`` (with rank r on ``nodes[r]`` when given),
+        removed from the pool; None when there is none."""
+        self._current()
+        for i, g in enumerate(self.idle):
+            if g.key == key and (nodes is None or g.nodes == nodes):
+                return self.idle.pop(i)
+        return None
+
+    def keep(self, group: IdleGroup) -> bool:
+        """Keep ``group`` for a later run; False (nothing kept) outside :func:`reuse_workers`."""
+        if not self.active:
+            return False
+        self._current()
+        self.idle.append(group)
+        return True
+
+    def make_room(self, cpus: float, gpus: float) -> None:
+        """Release idle groups, oldest first, until ``cpus`` CPUs and ``gpus`` GPUs would be
+        free for a new group (as far as Ray's available resources tell)."""
+        import ray
+
+        self._current()
+        if not self.idle:
+            return
+        free = ray.available_resources()
+        have_cpu, have_gpu = float(free.get("CPU", 0.0)), float(free.get("GPU", 0.0))
+        while self.idle and (have_cpu + 1e-9 < cpus or have_gpu + 1e-9 < gpus):
+            g = self.idle.pop(0)
+            kill_group(g.actors, g.pg)
+            have_cpu += g.cpus
+            have_gpu += g.gpus
+
+    def release(self) -> None:
+        """Kill every idle group."""
+        self._current()
+        idle, self.idle = self.idle, []
+        for g in idle:
+            kill_group(g.actors, g.pg)
+
+    def pids(self) -> set[int]:
+        """The process ids of the idle workers."""
+        return {p for g in self.idle for p in g.pids}
+
+
+POOL = WorkerPool()
+"""This driver's pool (one per process: Ray allows one connection per driver)."""
+
+
+@contextmanager
+def reuse_workers() -> Iterator[WorkerPool]:
+    """Keep the worker actors of runs that end cleanly, for the next run of the same shape
+    in this block (see the module doc); on leaving the outermost block, kill them. Blocks
+    nest. Runs on one process (``cluster.workers=1`` without Ray) are not affected.
+
+    >>> with gnntrain.reuse_workers():            # doctest: +SKIP
+    ...     runs = [gnntrain.fit(cfg, train__seed=s) for s in range(5)]
+    """
+    POOL.depth += 1
+    try:
+        yield POOL
+    finally:
+        POOL.depth -= 1
+        if POOL.depth == 0:
+            POOL.release()

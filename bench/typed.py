@@ -9,7 +9,8 @@ against a full-batch PyG R-GCN.
 
 Per dataset, with its config's model size, epochs and split (HeCo's 20 labels per class):
 
-* ``pyg full-batch`` -- the reference: PyG ``RGCNConv`` layers (basis decomposition,
+* ``pyg full-batch`` -- the reference: one ``Linear`` per node type on its own feature
+  columns to the hidden width, then PyG ``RGCNConv`` layers (basis decomposition,
   per-relation mean, relation = (source type, destination type)) over the whole graph,
   trained in this process with the same optimizer, learning rate and epochs;
 * ``ours, R-GCN, 1 process`` / ``2 Ray workers`` / ``4 Ray workers`` -- ``model.arch: rgcn``
@@ -63,7 +64,9 @@ SMOKE = ["dataset.synthetic_hetero.papers=400", "dataset.synthetic_hetero.author
 
 
 def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
-    """Full-batch PyG R-GCN with the config's width, depth, dropout, optimizer and epochs."""
+    """Full-batch PyG R-GCN with the config's width, depth, dropout, optimizer and epochs,
+    after one ``Linear`` per node type to the hidden width (unless the config's
+    ``model.options.input_projection`` is false)."""
     from torch_geometric.nn import RGCNConv
 
     torch.manual_seed(cfg.train.seed)
@@ -73,16 +76,31 @@ def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
     src = torch.from_numpy(graph.indices)
     dst = torch.from_numpy(np.repeat(np.arange(n), np.diff(graph.indptr)))
     ei, et = torch.stack([src, dst]), types[src] * t + types[dst]
-    dims = [graph.num_features] + [cfg.model.hidden] * (cfg.model.layers - 1) + [graph.num_classes]
+    project = bool(cfg.model.options.get("input_projection", True))
+    widths = graph.node_type_features or (graph.num_features,) * t
+    # one Linear per node type on the type's own columns (PyG's HeteroDictLinear), as our
+    # model's input_projection; without it, RGCNConv on the zero-padded rows
+    lins = torch.nn.ModuleList(torch.nn.Linear(max(1, w), cfg.model.hidden) for w in widths) if project else None
+    first = cfg.model.hidden if project else graph.num_features
+    dims = [first] + [cfg.model.hidden] * (cfg.model.layers - 1) + [graph.num_classes]
     bases = int(cfg.model.options.get("bases", 2))
     convs = torch.nn.ModuleList(RGCNConv(dims[i], dims[i + 1], t * t, num_bases=bases, aggr="mean")
                                 for i in range(cfg.model.layers))
-    opt = torch.optim.Adam(convs.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    params = [*convs.parameters(), *(lins.parameters() if lins is not None else [])]
+    opt = torch.optim.Adam(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     x, y = torch.from_numpy(graph.x), torch.from_numpy(graph.y)
     split = {s: torch.from_numpy(graph.split_idx(s)) for s in ("train", "val", "test")}
 
+    def project_rows() -> torch.Tensor:
+        assert lins is not None
+        out = x.new_empty((n, cfg.model.hidden))
+        for i, lin in enumerate(lins):
+            mine = types == i
+            out[mine] = lin(x[mine][:, :max(1, widths[i])])
+        return F.relu(out)
+
     def forward(train: bool) -> torch.Tensor:
-        h = x
+        h = project_rows() if lins is not None else x
         for i, conv in enumerate(convs):
             h = conv(h, ei, et)
             if i < len(convs) - 1:
@@ -94,6 +112,8 @@ def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
     t0 = time.perf_counter()
     for epoch in range(cfg.train.epochs):
         convs.train()
+        if lins is not None:
+            lins.train()
         opt.zero_grad()
         loss = F.cross_entropy(forward(True)[split["train"]], y[split["train"]])
         loss.backward()
@@ -201,6 +221,7 @@ def seeds_rows(name: str, smoke: bool, tag: str, seeds: int, reference: bool = T
     standard errors."""
     from gnntrain.data import load_dataset
     from gnntrain.runtime.cluster import ray_session
+    from gnntrain.runtime.worker_pool import reuse_workers
 
     base = ["train.eval_every=5", "cluster.workers=1", "partition.parts=1", *(SMOKE if smoke else [])]
     cfg0 = bench_config(f"{name}.yaml", base, tag)
@@ -218,7 +239,7 @@ def seeds_rows(name: str, smoke: bool, tag: str, seeds: int, reference: bool = T
             runs.setdefault(label, []).append({"seed": sd, **r})
             checks.append(reported(name, f"seed {sd} {label}", r))
     for k in workers:
-        with ray_session(cfg0.cluster, k):
+        with ray_session(cfg0.cluster, k), reuse_workers():  # one group of k across seeds and models
             for i in range(seeds):
                 sd = cfg0.train.seed + i
                 for arch, opts in arch_overrides(graph).items():
@@ -250,6 +271,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
                 workers: tuple[int, ...] = (2, 4)) -> tuple[list[dict[str, Any]], list[Check]]:
     from gnntrain.data import load_dataset
     from gnntrain.runtime.cluster import ray_session
+    from gnntrain.runtime.worker_pool import reuse_workers
 
     base = ["train.eval_every=5"]
     if smoke:
@@ -269,7 +291,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
         add(f"ours, {arch}, 1 process", ours(bench_config(f"{name}.yaml", [
             *base, *opts, "cluster.workers=1", "partition.parts=1"], tag), graph, 1))
     for k in workers:
-        with ray_session(cfg1.cluster, k):
+        with ray_session(cfg1.cluster, k), reuse_workers():
             for arch, opts in archs.items():
                 cfg_k = bench_config(f"{name}.yaml", [*base, *opts, f"cluster.workers={k}",
                                                       f"partition.parts={k}"], tag)

@@ -64,8 +64,8 @@ class Run:
 
 @dataclass
 class Loaded:
-    """A run read back by :func:`load`: its config and the model of its newest checkpoint
-    (on the CPU, in eval mode) after ``epochs_done`` epochs."""
+    """A run read back by :func:`load`: its config and the model of the checkpoint asked
+    for (on the CPU, in eval mode), trained ``epochs_done`` epochs."""
 
     run_dir: Path
     config: RunConfig
@@ -218,9 +218,12 @@ def fit(config: ConfigLike | None, *, model: ModelSpec | None = None, task: Task
     return Run(run_dir=run.path, summary=summary, config=cfg, model=net)
 
 
-def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None) -> Loaded:
-    """The config and trained model of ``run_dir`` (newest checkpoint, CPU), without Ray.
+def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None,
+         checkpoint: str = "best") -> Loaded:
+    """The config and trained model of ``run_dir`` (on the CPU), without Ray.
 
+    ``checkpoint``: ``best`` (the epoch with the best validation metric, where the run
+    kept one: ``train.keep_best``; else the newest) or ``last`` (the newest checkpoint).
     ``model`` is needed when the run was given a Python object (``fit(model=...)``) rather
     than an importable ``model.arch``: pass the same factory or module again.
     """
@@ -229,7 +232,7 @@ def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None) -> 
         raise FileNotFoundError(f"load({str(path)!r}): not a run directory (no config.yaml)")
     run = RunDir(path)
     cfg = load_config(raw=run.read_config_raw())
-    net, epochs = _trained_model(run, cfg, model)
+    net, epochs = _trained_model(run, cfg, model, checkpoint)
     return Loaded(run_dir=path, config=cfg, model=net, epochs_done=epochs)
 
 
@@ -242,10 +245,12 @@ def _model_info(run: RunDir) -> dict[str, Any] | None:
     return info
 
 
-def _trained_model(run: RunDir, cfg: RunConfig, model: ModelSpec | None) -> tuple[nn.Module, int]:
+def _trained_model(run: RunDir, cfg: RunConfig, model: ModelSpec | None,
+                   checkpoint: str = "last") -> tuple[nn.Module, int]:
     """The run's model, rebuilt from ``model.json`` and ``model`` (or the run's
-    ``model.arch``), with the newest checkpoint's parameters; and its epoch count."""
-    from gnntrain.checkpoint import load_latest
+    ``model.arch``), with the parameters of ``checkpoint`` (:func:`load_trained`); and its
+    epoch count."""
+    from gnntrain.checkpoint import load_trained
     from gnntrain.models import build_model
 
     info = _model_info(run)
@@ -259,7 +264,7 @@ def _trained_model(run: RunDir, cfg: RunConfig, model: ModelSpec | None) -> tupl
                 "importable model.arch: pass it again, gnntrain.load(run_dir, model=<the factory or "
                 "module given to fit>)")
         model = info["arch"]
-    ckpt = load_latest(run)
+    ckpt = load_trained(run, checkpoint)
     if ckpt is None:
         raise FileNotFoundError(f"{run.path}: no readable checkpoint under checkpoints/ (a run "
                                 "writes one at its end; train.checkpoint_every sets more)")

@@ -55,12 +55,19 @@ def _torch_bytes(value: Any) -> bytes:
     return buf.getvalue()
 
 
+BEST = "best"
+"""The stem of the best-validation checkpoint, ``checkpoints/best.pt`` (``train.keep_best``)."""
+
+
 def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
-                    parts: Iterable[dict[str, Any]] = ()) -> Path:
+                    parts: Iterable[dict[str, Any]] = (), stem: str | None = None) -> Path:
     """Write ``checkpoints/ckpt-<epoch>.pt`` (state after ``epoch`` epochs) atomically,
-    after the per-part side files of ``parts`` (one state per part, in part order)."""
+    after the per-part side files of ``parts`` (one state per part, in part order), and
+    keep the newest ``keep``. With ``stem`` (:data:`BEST`), write ``<stem>.pt`` instead,
+    replacing the previous one, outside the rotation."""
     d = run.path / "checkpoints"
-    stem = f"ckpt-{epoch:05d}"
+    rotate = stem is None
+    stem = stem or f"ckpt-{epoch:05d}"
     files, digests = [], []
     for p, part_state in enumerate(parts):
         name = f"{stem}.part-{p}.pt"
@@ -70,6 +77,8 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
     extra = {"part_files": files, "part_digests": digests} if files else {}
     path = d / f"{stem}.pt"
     atomic_write_bytes(path, _torch_bytes({"epochs_done": epoch, **state, **extra}))
+    if not rotate:
+        return path
     for old in list_checkpoints(run)[:-keep]:
         old.unlink(missing_ok=True)
         for side in d.glob(f"{old.stem}.part-*.pt"):
@@ -80,8 +89,9 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
 def load_part_file(run: RunDir, name: str) -> dict[str, Any]:
     """One per-part side file named in a checkpoint's ``part_files`` (weights only)."""
     path = run.path / "checkpoints" / name
-    if not re.fullmatch(r"ckpt-\d+\.part-\d+\.pt", name):
-        raise CheckpointError(f"checkpoint part file name {name!r} is not ckpt-<epoch>.part-<p>.pt")
+    if not re.fullmatch(rf"(ckpt-\d+|{BEST})\.part-\d+\.pt", name):
+        raise CheckpointError(f"checkpoint part file name {name!r} is not ckpt-<epoch>.part-<p>.pt "
+                              f"or {BEST}.part-<p>.pt")
     try:
         out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -97,6 +107,21 @@ def list_checkpoints(run: RunDir) -> list[Path]:
     return sorted(p for p in d.iterdir() if _NAME.match(p.name))
 
 
+def _load_one(path: Path) -> dict[str, Any]:
+    """One checkpoint file and the check that its per-part files exist; raises
+    :class:`CheckpointError` for a file that would build objects, other errors for a torn one."""
+    try:
+        out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "Weights only load failed" in str(e) and re.search(r"GLOBAL|allowed global|is blocked", str(e)):
+            raise _refusal(path, e) from None  # nothing in it ran
+        raise
+    missing = [n for n in out.get("part_files", []) if not (path.parent / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"its per-part files {missing} are missing")
+    return out
+
+
 def load_latest(run: RunDir, say: Callable[[str], None] = _stderr) -> dict[str, Any] | None:
     """The newest readable checkpoint; a corrupt newest one falls back to the one before.
 
@@ -105,24 +130,37 @@ def load_latest(run: RunDir, say: Callable[[str], None] = _stderr) -> dict[str, 
     """
     paths = list_checkpoints(run)
     for i in range(len(paths) - 1, -1, -1):
-        path = paths[i]
         try:
-            out: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
-            missing = [n for n in out.get("part_files", []) if not (path.parent / n).is_file()]
-            if missing:
-                raise FileNotFoundError(f"its per-part files {missing} are missing")
-            return out
-        except pickle.UnpicklingError as e:
-            if "Weights only load failed" in str(e) and re.search(r"GLOBAL|allowed global|is blocked", str(e)):
-                raise _refusal(path, e) from None  # nothing in it ran; a torn file falls back below
-            _skipped(say, path, e, paths, i)
+            return _load_one(paths[i])
+        except CheckpointError:
+            raise
         except Exception as e:  # noqa: BLE001 - a torn/corrupt file: try the previous one
-            _skipped(say, path, e, paths, i)
+            _skipped(say, paths[i], e, "falling back to " + paths[i - 1].name if i else "no older checkpoint left")
     return None
 
 
-def _skipped(say: Callable[[str], None], path: Path, e: BaseException, paths: list[Path], i: int) -> None:
-    instead = f"falling back to {paths[i - 1].name}" if i else "no older checkpoint left"
+CHECKPOINT_CHOICES = ("best", "last")
+"""What :func:`load_trained` reads: the best-validation checkpoint, or the newest."""
+
+
+def load_trained(run: RunDir, which: str = "best", say: Callable[[str], None] = _stderr) -> dict[str, Any] | None:
+    """The checkpoint to predict with: ``best`` -- ``checkpoints/best.pt`` (the epoch with
+    the best validation metric, ``train.keep_best``), or the newest checkpoint where the
+    run has none or it is unreadable (said through ``say``); ``last`` -- the newest."""
+    if which not in CHECKPOINT_CHOICES:
+        raise ValueError(f"checkpoint={which!r}: expected one of {', '.join(CHECKPOINT_CHOICES)}")
+    path = run.path / "checkpoints" / f"{BEST}.pt"
+    if which == "best" and path.is_file():
+        try:
+            return _load_one(path)
+        except CheckpointError:
+            raise
+        except Exception as e:  # noqa: BLE001 - torn: the newest checkpoint instead
+            _skipped(say, path, e, "using the newest checkpoint")
+    return load_latest(run, say)
+
+
+def _skipped(say: Callable[[str], None], path: Path, e: BaseException, instead: str) -> None:
     say(f"warning: checkpoint {path} is unreadable ({type(e).__name__}: "
         f"{str(e).splitlines()[0][:200] if str(e) else ''}); {instead}")
 

@@ -507,6 +507,8 @@ class TrainConfig(_Frozen):
     device: Literal["cpu", "cuda"] = "cpu"
     checkpoint_every: int = Field(0, ge=0, description="epochs between checkpoints; 0 = end only")
     keep_checkpoints: int = Field(2, ge=1)
+    keep_best: bool = Field(True, description="also write checkpoints/best.pt whenever the validation "
+                            "metric reaches a new best; prediction and gnntrain.load use it by default")
     max_failures: int = Field(0, ge=0)
     feature_dtype: FeatureDtype | dict[str, FeatureDtype] = Field(
         "float32", description="dtype feature rows travel in between workers (float32 exact; "

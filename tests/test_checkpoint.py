@@ -109,3 +109,41 @@ def test_unwritable_run_root_names_the_field(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(OSError, match="train.run_root"):
         RunDir.create(blocker / "runs", "r")
+
+
+def test_best_checkpoint_is_the_best_validation_epoch_and_what_prediction_reads(tmp_path: Path) -> None:
+    """``train.keep_best`` writes ``best.pt`` at every new best ``val_acc`` (the first epoch
+    that reaches the maximum): it equals the rotating checkpoint of that epoch, survives
+    the rotation, and ``gnntrain.load`` reads it by default (``checkpoint='last'``: the
+    newest)."""
+    import gnntrain
+    from gnntrain.checkpoint import load_trained
+    from gnntrain.runtime.coordinator import run_training
+    from tests.conftest import make_graph
+    from tests.runtime.helpers import tiny_cfg
+
+    graph = make_graph(300, seed=5)
+    cfg = tiny_cfg(tmp_path, "train.epochs=8", "train.checkpoint_every=1", "train.keep_checkpoints=8",
+                   "train.lr=0.05")
+    s = run_training(cfg, single_process=True, graph=graph, progress=False)
+    run = RunDir(Path(s["run_dir"]))
+    vals = [r["val_acc"] for r in run.metrics()]
+    best_epoch = vals.index(max(vals))  # the first epoch at the maximum
+    assert best_epoch < 7, f"validation peaks at the last epoch: {vals}; best and last would agree"
+    assert s["best_val"]["epoch"] == best_epoch
+    best = load_trained(run, "best")
+    assert best is not None and best["epochs_done"] == best_epoch + 1
+    same = torch.load(run.path / "checkpoints" / f"ckpt-{best_epoch + 1:05d}.pt", weights_only=True)
+    assert state_digest(best) == state_digest(same)
+    assert gnntrain.load(run.path).epochs_done == best_epoch + 1
+    assert gnntrain.load(run.path, checkpoint="last").epochs_done == 8
+    for old in list_checkpoints(run)[:-1]:  # rotation never removes best.pt
+        old.unlink()
+    assert load_trained(run, "best")["epochs_done"] == best_epoch + 1  # type: ignore[index]
+    with pytest.raises(ValueError, match="checkpoint='newest': expected one of best, last"):
+        load_trained(run, "newest")
+
+    off = run_training(tiny_cfg(tmp_path / "off", "train.epochs=2", "train.keep_best=false"),
+                       single_process=True, graph=graph, progress=False)
+    assert not (Path(off["run_dir"]) / "checkpoints" / "best.pt").exists()
+    assert load_trained(RunDir(Path(off["run_dir"])), "best")["epochs_done"] == 2  # type: ignore[index]

@@ -219,3 +219,23 @@ def test_four_workers_predict_a_typed_graph_as_one_process(ray_local: None, tmp_
     np.testing.assert_array_equal(d_ids, r_ids)
     np.testing.assert_allclose(d_val, r_val, rtol=0, atol=1e-5, err_msg="4 workers differ from one process")
     assert np.abs(r_val).max() > 1e-3
+
+
+def test_prediction_reads_the_best_validation_checkpoint_unless_asked_for_the_last(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    g = make_graph(300, seed=5)  # validation accuracy peaks at epoch 5 of 8 (test_checkpoint.py)
+    s = run_training(tiny_cfg(tmp_path, "train.epochs=8", "train.lr=0.05"), single_process=True, graph=g,
+                     progress=False)
+    run = Path(s["run_dir"])
+    best = s["best_val"]["epoch"] + 1
+    assert best < 8
+    got = predict(run, "logits", out=tmp_path / "best", single_process=True, graph=g, progress=False)
+    assert read_manifest(got).checkpoint_epoch == best
+    predict(run, "logits", out=tmp_path / "last", single_process=True, graph=g, progress=False,
+            checkpoint="last")
+    assert read_manifest(tmp_path / "last").checkpoint_epoch == 8
+    assert gp.parse_args([str(run), "--checkpoint", "last"]).checkpoint == "last"
+    with pytest.raises(SystemExit) as exit_:
+        gp.parse_args([str(run), "--checkpoint", "newest"])
+    assert exit_.value.code == 2 and "invalid choice: 'newest'" in capsys.readouterr().err
+    assert not np.array_equal(read_predictions(got)[1], read_predictions(tmp_path / "last")[1])

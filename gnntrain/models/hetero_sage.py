@@ -13,7 +13,9 @@ points into get zeros (PyG drops them).
 
 Options (``model.options``): ``node_types`` (the graph's number of node types) and
 ``relation_dst`` (required: for every relation id, the index of its destination type, so
-the root term ``R_r h_v + b_r`` is added even where a batch holds no ``r`` edge).
+the root term ``R_r h_v + b_r`` is added even where a batch holds no ``r`` edge), and
+``input_projection`` (default true: each type's input rows are first mapped to
+``model.hidden``, :class:`~gnntrain.models.typed.TypeProjection`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ import torch
 from torch import Tensor, nn
 
 from gnntrain.config import ModelConfig
-from gnntrain.models.typed import TypedStack
+from gnntrain.models.typed import TypedStack, projection_option
 from gnntrain.ops import gather_rows
 from samplers.batch import Block
 
-_OPTIONS = {"node_types", "relation_dst"}
+_OPTIONS = {"node_types", "relation_dst", "input_projection"}
 
 
 class HeteroSAGELayer(nn.Module):
@@ -85,11 +87,13 @@ class HeteroSAGE(TypedStack):
                 or not all(isinstance(t, int) and 0 <= t < types for t in rdst)):
             raise ValueError(f"model.options={opts!r}: arch 'hsage' takes node_types (the graph's number "
                              "of node types, an integer >= 1) and relation_dst (for every relation id "
-                             "the index of its destination type, each in [0, node_types))"
+                             "the index of its destination type, each in [0, node_types)), and "
+                             "input_projection (default true)"
                              + (f"; unknown {unknown}" if unknown else ""))
         self.num_node_types = types
         self.num_relations = len(rdst)
-        self.stack(cfg, in_dim, out_dim, lambda i, o: HeteroSAGELayer(i, o, types, rdst))
+        self.stack(cfg, in_dim, out_dim, types, projection_option(opts, "hsage"),
+                   lambda i, o: HeteroSAGELayer(i, o, types, rdst))
 
 
 def hsage(in_dim: int, out_dim: int, cfg: ModelConfig) -> HeteroSAGE:

@@ -24,7 +24,10 @@ mixed into one sum per basis with ``a[r, b]`` and projected by ``V_b``, so no
 Options (``model.options``): ``node_types`` (required: the graph's number of node types;
 a graph with more is refused before training), ``relations`` (the graph's number of
 relations: use the edges' relation ids; 0, the default, uses type pairs), ``bases``
-(default 2) and ``root_per_type`` (default false: one root weight and bias for all types).
+(default 2), ``root_per_type`` (default false: one root weight and bias for all types) and
+``input_projection`` (default true: :class:`TypeProjection` maps each type's input rows to
+``model.hidden`` before the first layer, as PyG's and DGL's typed models do; false applies
+the first layer's relation weights to the raw rows, ``in_dim`` wide each).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from gnntrain.models.sparse import spmm
 from gnntrain.ops import gather_rows, relu_dropout
 from samplers.batch import Block
 
-_OPTIONS = {"node_types", "relations", "bases", "root_per_type"}
+_OPTIONS = {"node_types", "relations", "bases", "root_per_type", "input_projection"}
 
 
 def edge_relations(block: Block, num_types: int, num_relations: int) -> Tensor:
@@ -111,20 +114,61 @@ class RGCNLayer(nn.Module):
         return out
 
 
+class TypeProjection(nn.Module):
+    """One linear map per node type from the input rows to ``out_dim``, then ReLU (PyG's
+    ``HeteroDictLinear``, DGL's per-type input linear): a node's row goes through its own
+    type's weights. Rows are zero-padded to the widest type, so a type's padding columns
+    add nothing and get no gradient."""
+
+    def __init__(self, in_dim: int, out_dim: int, num_types: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_types, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.empty(num_types, out_dim))
+        bound = 1.0 / max(1, in_dim) ** 0.5
+        for t in range(num_types):  # nn.Linear's default, per type
+            nn.init.kaiming_uniform_(self.weight[t].T, a=5 ** 0.5)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, h: Tensor, types: Tensor) -> Tensor:
+        out = h.new_empty((h.shape[0], self.weight.shape[2]))
+        for t in torch.unique(types).tolist():
+            mine = types == t
+            out[mine] = h[mine] @ self.weight[t] + self.bias[t]
+        return torch.relu(out)
+
+
+def projection_option(opts: dict[str, Any], arch: str) -> bool:
+    """``model.options.input_projection`` (default true), checked."""
+    value = opts.get("input_projection", True)
+    if not isinstance(value, bool):
+        raise ValueError(f"model.options.input_projection={value!r}: arch {arch!r} takes true (project "
+                         "each node type's input rows to model.hidden first, the default) or false")
+    return value
+
+
 class TypedStack(LayerwiseModel):
-    """``model.layers`` typed layers with ReLU and dropout between them; reads node types."""
+    """``model.layers`` typed layers with ReLU and dropout between them, after a
+    :class:`TypeProjection` of the input rows to ``model.hidden`` unless
+    ``model.options.input_projection`` is false; reads node types."""
 
     needs_node_types = True
 
-    def stack(self, cfg: ModelConfig, in_dim: int, out_dim: int,
+    def stack(self, cfg: ModelConfig, in_dim: int, out_dim: int, num_types: int, project: bool,
               make: Callable[[int, int], nn.Module]) -> None:
         """Build the layers: ``make(in, out)`` for each width pair of ``cfg``."""
         self.num_layers = cfg.layers
         self.dropout = cfg.dropout
-        dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.project = TypeProjection(in_dim, cfg.hidden, num_types) if project else None
+        first = cfg.hidden if project else in_dim
+        dims = [first] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
         self.convs = nn.ModuleList(make(dims[i], dims[i + 1]) for i in range(cfg.layers))
 
     def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
+        if i == 0 and self.project is not None:  # row-wise: layer-wise inference stays exact
+            if block.src_type is None:
+                raise ValueError(f"{type(self).__name__} needs the node type of the block's nodes "
+                                 "(Block.src_type); train it on a typed dataset")
+            h = self.project(h, block.src_type)
         out = self.convs[i](block, h)
         if i < self.num_layers - 1:
             out = relu_dropout(out, self.dropout, self.training)
@@ -140,8 +184,8 @@ class RGCN(TypedStack):
         unknown = sorted(set(opts) - _OPTIONS)
         if unknown or not isinstance(opts.get("node_types"), int) or int(opts["node_types"]) < 1:
             raise ValueError(f"model.options={opts!r}: arch 'rgcn' takes node_types (the graph's number "
-                             "of node types, an integer >= 1; required), relations, bases (default 2) "
-                             "and root_per_type (default false)"
+                             "of node types, an integer >= 1; required), relations, bases (default 2), "
+                             "root_per_type (default false) and input_projection (default true)"
                              + (f"; unknown {unknown}" if unknown else ""))
         bases = opts.get("bases", 2)
         if not isinstance(bases, int) or bases < 1:
@@ -155,7 +199,7 @@ class RGCN(TypedStack):
             raise ValueError(f"model.options.root_per_type={per_type!r}: must be true or false")
         self.num_relations = rels
         self.num_node_types = int(opts["node_types"])
-        self.stack(cfg, in_dim, out_dim,
+        self.stack(cfg, in_dim, out_dim, self.num_node_types, projection_option(opts, "rgcn"),
                    lambda i, o: RGCNLayer(i, o, self.num_node_types, bases, rels, root_per_type=per_type))
 
 

@@ -31,6 +31,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="link runs: score the pairs of this CSV/TSV ('src dst') or .npy [2, P] "
                     "file; --out is then a .csv, .tsv or .npy file (default "
                     "RUN_DIR/predictions/pair-scores.csv)")
+    ap.add_argument("--checkpoint", default="best", choices=("best", "last"),
+                    help="best: the epoch with the best validation metric (checkpoints/best.pt, "
+                    "else the newest); last: the newest checkpoint (default best)")
     ap.add_argument("--single-process", action="store_true",
                     help="one in-process worker over the whole graph (no Ray, no partition set)")
     return ap.parse_args(argv)
@@ -47,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.what != "logits" or args.layer is not None:
                 raise PredictError("--pairs writes pair scores: --what and --layer do not apply")
             predict_pairs(args.run_dir, args.pairs, args.out, force=args.force,
-                          single_process=args.single_process)
+                          single_process=args.single_process, checkpoint=args.checkpoint)
         else:
             predict(args.run_dir, args.what, args.layer, args.out, force=args.force, fmt=args.fmt,
-                    single_process=args.single_process)
+                    single_process=args.single_process, checkpoint=args.checkpoint)
     except (PredictError, ConfigError, DataError, PartitionError, FileNotFoundError) as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2

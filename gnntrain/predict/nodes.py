@@ -76,8 +76,11 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             out: str | Path | None = None, *, force: bool = False, fmt: str = "npy",
             single_process: bool = False, model: ModelSpec | None = None,
             task: Task | None = None, graph: Graph | None = None, progress: bool = True,
-            console: Any = None) -> Path:
+            console: Any = None, checkpoint: str = "best") -> Path:
     """Write ``what`` for every node of the run in ``run_dir``; returns the output directory.
+
+    ``checkpoint``: ``best`` (the epoch with the best validation metric, where the run
+    kept one: ``train.keep_best``; else the newest) or ``last`` (the newest).
 
     ``model`` / ``task`` replace the run's ``model.arch`` / ``task.kind`` (for runs trained
     from Python with objects that cannot be named in a config); ``graph`` replaces loading
@@ -87,11 +90,13 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     """
     from rich.console import Console
 
-    from gnntrain.checkpoint import load_latest
+    from gnntrain.checkpoint import CHECKPOINT_CHOICES, load_trained
     from gnntrain.config import load_config
     from gnntrain.tasks import build_task
 
     console = console or Console(stderr=True, quiet=not progress)
+    if checkpoint not in CHECKPOINT_CHOICES:
+        raise PredictError(f"--checkpoint {checkpoint!r}: expected one of {', '.join(CHECKPOINT_CHOICES)}")
     run = open_run(run_dir)
     cfg = load_config(raw=run.read_config_raw())
     if fmt not in SHARD_FORMATS:
@@ -114,7 +119,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             _check_what(task, what)
     if out is not None:
         _check_out(Path(out), force)
-    ckpt = load_latest(run)
+    ckpt = load_trained(run, checkpoint)
     if ckpt is None:
         raise PredictError(f"run_dir={str(run.path)!r}: no checkpoint in {run.path / 'checkpoints'} "
                            "(ckpt-<epoch>.pt); a run writes one at its end and every "

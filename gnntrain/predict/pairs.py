@@ -92,9 +92,9 @@ def _to_graph_ids(task: Any, pairs: np.ndarray, where: str) -> np.ndarray:
 def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path | None = None, *,
                   force: bool = False, single_process: bool = False, model: ModelSpec | None = None,
                   task: Task | None = None, graph: Graph | None = None,
-                  progress: bool = True) -> Path:
+                  progress: bool = True, checkpoint: str = "best") -> Path:
     """Score the pairs of ``pairs_file`` with the run in ``run_dir``; returns the written file.
-    ``model``/``task``/``graph`` as in :func:`gnntrain.predict.predict`."""
+    ``model``/``task``/``graph``/``checkpoint`` as in :func:`gnntrain.predict.predict`."""
     import torch
 
     from gnntrain.api import _trained_model
@@ -117,7 +117,7 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     num_nodes = task.load_graph(cfg.dataset, graph).num_nodes  # the run's graph and split
     gids = _to_graph_ids(task, pairs, repr(str(pairs_file)))
     try:
-        net, _ = _trained_model(run, cfg, model)  # model.json's widths, the newest checkpoint
+        net, _ = _trained_model(run, cfg, model, checkpoint)  # model.json's widths, the checkpoint
     except (FileNotFoundError, ValueError) as e:
         raise PredictError(str(e)) from None
 

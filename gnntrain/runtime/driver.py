@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from gnntrain.checkpoint import load_part_file, save_checkpoint
+from gnntrain.checkpoint import BEST, load_part_file, save_checkpoint
 from gnntrain.config import RunConfig
 from gnntrain.engine import steps_per_epoch
 from gnntrain.rundir import RunDir
@@ -164,6 +164,18 @@ def eval_mode(cfg: RunConfig, group: WorkerGroup) -> str:
     return cfg.train.eval if group.layerwise else "sampled"
 
 
+def checkpoint(group: WorkerGroup, run: RunDir, cfg: RunConfig, epochs_done: int, stem: str | None = None) -> None:
+    """Write the group's state after ``epochs_done`` epochs (:func:`save_checkpoint`):
+    rank 0's model and optimizer, a digest of every rank's own (all equal unless a replica
+    drifted), and each part's embedding rows, fetched one part at a time."""
+    state = group.call_one(0, "state", phase="checkpoint")
+    digests = group.call("state_digest", phase="checkpoint")
+    parts = () if cfg.model.node_embedding is None else (
+        group.call_one(r, "part_state", phase="checkpoint") for r in range(group.world))
+    save_checkpoint(run, epochs_done, {"config": cfg.model_dump(mode="json"), **state, "rank_digests": digests},
+                    cfg.train.keep_checkpoints, parts=parts, stem=stem)
+
+
 def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
         start_epoch: int = 0, progress: bool = True) -> FitResult:
     """Train ``cfg.train.epochs`` epochs (from ``start_epoch``) and return every record."""
@@ -174,6 +186,9 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
     res.setup_comm = summarise(group.call("comm_snapshot", phase="accounting"), group.world)
     add_control(res.setup_comm, *group.take_control())
     totals = np.zeros(len(CATEGORIES), dtype=np.int64)
+    best_key = f"val_{task.metric}"  # on resume: the best of the epochs kept in metrics.jsonl
+    best = max((float(r[best_key]) for r in (run.metrics() if run is not None else []) if best_key in r),
+               default=None)
     bar = tqdm(range(start_epoch, cfg.train.epochs), desc="epochs", disable=not progress,
                unit="epoch", dynamic_ncols=True)
     shown: dict[str, str] = {}
@@ -200,15 +215,10 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             TensorBoardLog(run.path).log_epoch(rec)  # no-op unless tensorboard is installed
             every = cfg.train.checkpoint_every
             if last or (every and (epoch + 1) % every == 0):
-                # rank 0's state, plus a digest of every rank's own state (all equal unless a
-                # replica drifted)
-                state = group.call_one(0, "state", phase="checkpoint")
-                digests = group.call("state_digest", phase="checkpoint")
-                parts = () if cfg.model.node_embedding is None else (
-                    group.call_one(r, "part_state", phase="checkpoint") for r in range(group.world))
-                save_checkpoint(run, epoch + 1, {"config": cfg.model_dump(mode="json"), **state,
-                                                 "rank_digests": digests}, cfg.train.keep_checkpoints,
-                                parts=parts)
+                checkpoint(group, run, cfg, epoch + 1)
+            if cfg.train.keep_best and best_key in rec and (best is None or rec[best_key] > best):
+                best = float(rec[best_key])
+                checkpoint(group, run, cfg, epoch + 1, stem=BEST)
         res.epochs.append(rec)
         shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
         shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})

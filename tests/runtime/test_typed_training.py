@@ -133,6 +133,8 @@ def test_rgcn_learns_the_typed_neighbourhood(tmp_path: Path) -> None:
     ("rgcn", "{node_types: 2}", r"model.options.node_types=2 but dataset .* has 4 node types"),
     ("rgcn", "{}", "takes node_types"),
     ("rgcn", "{node_types: 4, root_per_type: 'yes'}", r"model.options.root_per_type='yes': must be true or false"),
+    ("rgcn", "{node_types: 4, input_projection: 1}",
+     r"model.options.input_projection=1: arch 'rgcn' takes true .* or false"),
 ])
 def test_typed_model_misconfigured_is_refused_before_work(tmp_path: Path, arch: str, options: str,
                                                           match: str) -> None:
@@ -180,3 +182,45 @@ def test_rgcn_layer_equals_pyg_rgcnconv() -> None:
     got = ours(Block(torch.stack([src, dst]), n, n, torch.from_numpy(GRAPH.indptr), None, types), x)
     want = ref(x, torch.stack([src, dst]), types[src] * t + types[dst])
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_type_projection_equals_pyg_heterodictlinear_on_each_types_own_columns() -> None:
+    """Each node's padded row through its type's weights equals PyG's ``HeteroDictLinear``
+    on the type's own (unpadded) features, then ReLU; the first R-GCN layer then reads
+    ``model.hidden``-wide rows, and without the projection the raw rows."""
+    from torch_geometric.nn import HeteroDictLinear
+
+    from gnntrain.models.typed import TypeProjection
+
+    torch.manual_seed(0)
+    widths = {t: w for t, w in zip(GRAPH.node_type_names, GRAPH.node_type_features, strict=True) if w}
+    assert len(set(widths.values())) > 1 or len(widths) < len(GRAPH.node_type_names), \
+        "the test graph's types should differ in width (or lack features)"
+    ref = HeteroDictLinear(widths, 7)
+    ours = TypeProjection(GRAPH.num_features, 7, len(GRAPH.node_type_names))
+    x = torch.from_numpy(GRAPH.x)
+    types = torch.from_numpy(GRAPH.node_types())  # type: ignore[arg-type]
+    rows = {}
+    with torch.no_grad():
+        for i, t in enumerate(GRAPH.node_type_names):
+            lo, hi = GRAPH.node_type_offsets[i], GRAPH.node_type_offsets[i + 1]
+            if t in widths:
+                lin = ref.lins[t]
+                ours.weight[i, :widths[t]].copy_(lin.weight.T)
+                ours.bias[i].copy_(lin.bias)
+                rows[t] = x[lo:hi, :widths[t]]
+        want = ref(rows)
+        got = ours(x, types)
+    for i, t in enumerate(GRAPH.node_type_names):
+        lo, hi = GRAPH.node_type_offsets[i], GRAPH.node_type_offsets[i + 1]
+        if t in widths:
+            torch.testing.assert_close(got[lo:hi], torch.relu(want[t]))
+        else:  # a featureless type's zero rows: its bias alone
+            torch.testing.assert_close(got[lo:hi], torch.relu(ours.bias[i]).expand(hi - lo, -1))
+    cfg = typed_cfg(Path("."))
+    on = build_model("rgcn", cfg.model, GRAPH.num_features, GRAPH.num_classes, 0)
+    off = build_model("rgcn", cfg.model.model_copy(update={"options": {**cfg.model.options,
+                                                                       "input_projection": False}}),
+                      GRAPH.num_features, GRAPH.num_classes, 0)
+    assert on.convs[0].bases.shape[1] == cfg.model.hidden and on.project is not None
+    assert off.convs[0].bases.shape[1] == GRAPH.num_features and off.project is None

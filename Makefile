@@ -3,7 +3,9 @@
 # the CPU wheel (see README for a CUDA build).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
+# --no-compile: Python byte-compiles the modules it imports on first import; pip would
+# compile every file of every package (half the install's time, mostly torch's)
+PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q --no-compile
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)

@@ -3,9 +3,7 @@
 # the CPU wheel (see README for a CUDA build).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# --no-compile: Python byte-compiles the modules it imports on first import; pip would
-# compile every file of every package (half the install's time, mostly torch's)
-PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q --no-compile
+PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)

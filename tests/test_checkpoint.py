@@ -147,3 +147,27 @@ def test_best_checkpoint_is_the_best_validation_epoch_and_what_prediction_reads(
                        single_process=True, graph=graph, progress=False)
     assert not (Path(off["run_dir"]) / "checkpoints" / "best.pt").exists()
     assert load_trained(RunDir(Path(off["run_dir"])), "best")["epochs_done"] == 2  # type: ignore[index]
+
+
+def test_a_resumed_run_keeps_the_best_of_the_epochs_before_it(tmp_path: Path) -> None:
+    """Validation peaks at epoch 1 of the first 4 (the graph and schedule of the test
+    above); resumed to 5 epochs, epoch 4's lower accuracy must not replace ``best.pt``."""
+    from gnntrain.checkpoint import load_trained
+    from gnntrain.config import load_config
+    from gnntrain.runtime.coordinator import run_training
+    from tests.conftest import make_graph
+    from tests.runtime.helpers import tiny_cfg
+
+    graph = make_graph(300, seed=5)
+    first = run_training(tiny_cfg(tmp_path, "train.epochs=4", "train.lr=0.05"), single_process=True,
+                         graph=graph, progress=False)
+    run = RunDir(Path(first["run_dir"]))
+    vals = [r["val_acc"] for r in run.metrics()]
+    assert vals.index(max(vals)) == 1
+    assert load_trained(run, "best")["epochs_done"] == 2  # type: ignore[index]
+    (run.path / "config.yaml").write_text((run.path / "config.yaml").read_text()
+                                          .replace("epochs: 4", "epochs: 5"))
+    resumed = run_training(load_config(raw=run.read_config_raw()), single_process=True, graph=graph,
+                           resume=run, progress=False)
+    assert resumed["epochs"] == 5 and run.metrics()[4]["val_acc"] < max(vals)
+    assert load_trained(run, "best")["epochs_done"] == 2  # type: ignore[index]

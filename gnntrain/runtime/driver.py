@@ -164,16 +164,20 @@ def eval_mode(cfg: RunConfig, group: WorkerGroup) -> str:
     return cfg.train.eval if group.layerwise else "sampled"
 
 
-def checkpoint(group: WorkerGroup, run: RunDir, cfg: RunConfig, epochs_done: int, stem: str | None = None) -> None:
-    """Write the group's state after ``epochs_done`` epochs (:func:`save_checkpoint`):
-    rank 0's model and optimizer, a digest of every rank's own (all equal unless a replica
-    drifted), and each part's embedding rows, fetched one part at a time."""
+def checkpoint(group: WorkerGroup, run: RunDir, cfg: RunConfig, epochs_done: int,
+               stems: list[str | None]) -> None:
+    """Write the group's state after ``epochs_done`` epochs once per entry of ``stems``
+    (:func:`save_checkpoint`: None the rotating ``ckpt-<epoch>.pt``, :data:`BEST`
+    ``best.pt``): rank 0's model and optimizer and a digest of every rank's own (all equal
+    unless a replica drifted), fetched once, and each part's embedding rows, fetched one
+    part at a time for each file."""
     state = group.call_one(0, "state", phase="checkpoint")
     digests = group.call("state_digest", phase="checkpoint")
-    parts = () if cfg.model.node_embedding is None else (
-        group.call_one(r, "part_state", phase="checkpoint") for r in range(group.world))
-    save_checkpoint(run, epochs_done, {"config": cfg.model_dump(mode="json"), **state, "rank_digests": digests},
-                    cfg.train.keep_checkpoints, parts=parts, stem=stem)
+    for stem in stems:
+        parts = () if cfg.model.node_embedding is None else (
+            group.call_one(r, "part_state", phase="checkpoint") for r in range(group.world))
+        save_checkpoint(run, epochs_done, {"config": cfg.model_dump(mode="json"), **state, "rank_digests": digests},
+                        cfg.train.keep_checkpoints, parts=parts, stem=stem)
 
 
 def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
@@ -214,11 +218,12 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             run.append_metrics(rec)
             TensorBoardLog(run.path).log_epoch(rec)  # no-op unless tensorboard is installed
             every = cfg.train.checkpoint_every
-            if last or (every and (epoch + 1) % every == 0):
-                checkpoint(group, run, cfg, epoch + 1)
+            stems: list[str | None] = [None] if last or (every and (epoch + 1) % every == 0) else []
             if cfg.train.keep_best and best_key in rec and (best is None or rec[best_key] > best):
                 best = float(rec[best_key])
-                checkpoint(group, run, cfg, epoch + 1, stem=BEST)
+                stems.append(BEST)
+            if stems:
+                checkpoint(group, run, cfg, epoch + 1, stems)
         res.epochs.append(rec)
         shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
         shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})

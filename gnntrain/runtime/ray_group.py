@@ -401,7 +401,6 @@ class RayGroup(WorkerGroup):
             except WorkerFailure:  # a kept worker died or cannot load: start a new group
                 kill_group(self.actors, self.pg)
                 self.pg, self.actors, self.healthy, kept = None, [], True, None
-        self.reused = kept is not None
         try:
             if kept is None:
                 POOL.make_room(sum(cpus), gpus * world)

@@ -4,7 +4,7 @@
     python -m bench.smoke --only epoch,comm
 
 Each module (sampling, cache, partition, partition_scale, synthetic, epoch, precision, distdgl,
-workers, comm, faults, soak, embedding, typed, link, configs; a module that
+workers, comm, faults, soak, embedding, typed, link, link_recipe, configs; a module that
 does not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
 own process group (its own Ray instance, its own memory), with a time limit past which
 the group and every process of its tree are killed (``run_limited``, which bench.configs
@@ -34,7 +34,8 @@ from bench import procs
 
 BENCH = Path(__file__).resolve().parent
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
-           "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link", "configs")
+           "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link",
+           "link_recipe", "configs")
 
 
 def command(name: str) -> list[str]:

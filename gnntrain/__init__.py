@@ -1,6 +1,6 @@
 """gnntrain: distributed mini-batch GNN training on Ray.
 
-The public API (version 0.3), importable from the package itself:
+The public API (version 0.4), importable from the package itself:
 
 * :func:`fit` — train as ``python -m gnntrain.run`` does, from a YAML path, a mapping or a
   :class:`~gnntrain.config.RunConfig`, with config overrides as keywords
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gnntrain.allocator import use_huge_pages
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 use_huge_pages()  # before torch's first allocation, when gnntrain is imported first
 

@@ -509,6 +509,12 @@ class TrainConfig(_Frozen):
     keep_checkpoints: int = Field(2, ge=1)
     keep_best: bool = Field(True, description="also write checkpoints/best.pt whenever the validation "
                             "metric reaches a new best; prediction and gnntrain.load use it by default")
+    patience: int | None = Field(
+        None, ge=1, description="early stopping: end the run once this many evaluations in a row "
+        "have not improved the validation metric (the task's headline, e.g. val_acc or val_hits); "
+        "the run then ends as after its last epoch (final checkpoint, report), and best.pt holds "
+        "the best epoch. Counted in evaluations, so eval_every=5 with patience=3 waits 15 epochs. "
+        "None: train every epoch")
     max_failures: int = Field(0, ge=0)
     feature_dtype: FeatureDtype | dict[str, FeatureDtype] = Field(
         "float32", description="dtype feature rows travel in between workers (float32 exact; "

@@ -63,6 +63,7 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
         "metric": metric,
         "final": {k: last.get(k) for k in ("loss", f"train_{metric}", f"val_{metric}", f"test_{metric}")},
         "best_val": {k: best.get(k) for k in ("epoch", f"val_{metric}", f"test_{metric}")},
+        "stopped_early": last.get("stopped_early"),  # train.patience ran out: {patience, best}
         "epoch_s_mean": sum(e["epoch_s"] for e in epochs) / n if epochs else None,
         "time_split_mean_s": time_split,
         "bytes_per_epoch_by_category": by_cat,
@@ -92,7 +93,9 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     if bv.get("epoch") is not None:
         t.add_row("best val (epoch)", f"{_pct(bv.get(f'val_{m}'))} (epoch {bv['epoch']}, "
                   f"test {_pct(bv.get(f'test_{m}'))})")
-    t.add_row("epochs, mean epoch time", f"{summary['epochs']}, {summary['epoch_s_mean'] or 0:.2f} s")
+    stopped = summary.get("stopped_early")
+    t.add_row("epochs, mean epoch time", f"{summary['epochs']}, {summary['epoch_s_mean'] or 0:.2f} s"
+              + (f" (stopped early: no better val {m} in {stopped['patience']} evaluations)" if stopped else ""))
     ts = summary["time_split_mean_s"]
     if ts:
         t.add_row("time split per epoch", " / ".join(f"{k[:-2]} {v:.2f}s" for k, v in ts.items() if k != "total_s"))

@@ -171,3 +171,38 @@ def test_a_resumed_run_keeps_the_best_of_the_epochs_before_it(tmp_path: Path) ->
                            resume=run, progress=False)
     assert resumed["epochs"] == 5 and run.metrics()[4]["val_acc"] < max(vals)
     assert load_trained(run, "best")["epochs_done"] == 2  # type: ignore[index]
+
+
+def test_patience_stops_after_that_many_evaluations_without_a_better_validation_metric(tmp_path: Path) -> None:
+    """``train.patience``: the run of the graph and schedule above (validation peaks early)
+    ends at the first evaluation that makes ``patience`` in a row without a new best, with
+    the epochs of the uninterrupted run up to there, a final checkpoint of that epoch, the
+    best epoch in best.pt and the stop in the summary; counted in evaluations
+    (``eval_every``); a resumed stopped run trains nothing more."""
+    from gnntrain.checkpoint import load_trained
+    from gnntrain.config import load_config
+    from gnntrain.runtime.coordinator import run_training
+    from gnntrain.runtime.driver import best_so_far
+    from tests.conftest import make_graph
+    from tests.runtime.helpers import tiny_cfg
+
+    graph = make_graph(300, seed=5)
+    base = ("train.epochs=8", "train.lr=0.05")
+    full = RunDir(Path(run_training(tiny_cfg(tmp_path / "full", *base), single_process=True, graph=graph,
+                                    progress=False)["run_dir"])).metrics()
+    for every, patience in ((1, 2), (2, 1)):
+        evals = [r for r in full if (r["epoch"] + 1) % every == 0]
+        stop = next(r["epoch"] for i, r in enumerate(evals)
+                    if best_so_far(evals[:i + 1], "val_acc")[1] >= patience)
+        assert stop < 7, "the schedule must give early stopping something to stop"
+        s = run_training(tiny_cfg(tmp_path / f"p{every}{patience}", *base, f"train.eval_every={every}",
+                                  f"train.patience={patience}"), single_process=True, graph=graph, progress=False)
+        run = RunDir(Path(s["run_dir"]))
+        got = run.metrics()
+        assert s["epochs"] == stop + 1 and [r["loss"] for r in got] == [r["loss"] for r in full[:stop + 1]]
+        assert s["stopped_early"] == {"patience": patience, "best": max(r["val_acc"] for r in evals[:stop // every + 1])}
+        assert load_trained(run, "last")["epochs_done"] == stop + 1  # type: ignore[index]
+        assert load_trained(run, "best")["epochs_done"] == s["best_val"]["epoch"] + 1  # type: ignore[index]
+    again = run_training(load_config(raw=run.read_config_raw()), single_process=True, graph=graph, resume=run,
+                         progress=False)
+    assert again["epochs"] == stop + 1 and len(run.metrics()) == stop + 1

@@ -180,6 +180,21 @@ def checkpoint(group: WorkerGroup, run: RunDir, cfg: RunConfig, epochs_done: int
                         cfg.train.keep_checkpoints, parts=parts, stem=stem)
 
 
+def best_so_far(records: list[dict[str, Any]], key: str) -> tuple[float | None, int]:
+    """The best ``key`` of ``records`` (a run's metrics) and how many evaluations came
+    after its first occurrence: what early stopping counts."""
+    best: float | None = None
+    since = 0
+    for r in records:
+        if key not in r:
+            continue
+        if best is None or r[key] > best:
+            best, since = float(r[key]), 0
+        else:
+            since += 1
+    return best, since
+
+
 def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
         start_epoch: int = 0, progress: bool = True) -> FitResult:
     """Train ``cfg.train.epochs`` epochs (from ``start_epoch``) and return every record."""
@@ -190,9 +205,11 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
     res.setup_comm = summarise(group.call("comm_snapshot", phase="accounting"), group.world)
     add_control(res.setup_comm, *group.take_control())
     totals = np.zeros(len(CATEGORIES), dtype=np.int64)
-    best_key = f"val_{task.metric}"  # on resume: the best of the epochs kept in metrics.jsonl
-    best = max((float(r[best_key]) for r in (run.metrics() if run is not None else []) if best_key in r),
-               default=None)
+    best_key = f"val_{task.metric}"
+    best, since_best = best_so_far(run.metrics() if run is not None else [], best_key)  # on resume
+    patience = cfg.train.patience
+    if patience is not None and since_best >= patience:  # resumed after stopping early
+        return res
     bar = tqdm(range(start_epoch, cfg.train.epochs), desc="epochs", disable=not progress,
                unit="epoch", dynamic_ncols=True)
     shown: dict[str, str] = {}
@@ -214,13 +231,20 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             add_control(rec["eval_comm"], *group.take_control())
             rec["eval_comm_bytes"] = rec["eval_comm"]["total_bytes"]
         totals += np.array([rec["comm"]["by_category"][c] for c in CATEGORIES])
+        improved = best_key in rec and (best is None or rec[best_key] > best)
+        if improved:
+            best, since_best = float(rec[best_key]), 0
+        elif best_key in rec:
+            since_best += 1
+        stop = patience is not None and since_best >= patience and not last
+        if stop:
+            rec["stopped_early"] = {"patience": patience, "best": best}
         if run is not None:
             run.append_metrics(rec)
             TensorBoardLog(run.path).log_epoch(rec)  # no-op unless tensorboard is installed
             every = cfg.train.checkpoint_every
-            stems: list[str | None] = [None] if last or (every and (epoch + 1) % every == 0) else []
-            if cfg.train.keep_best and best_key in rec and (best is None or rec[best_key] > best):
-                best = float(rec[best_key])
+            stems: list[str | None] = [None] if last or stop or (every and (epoch + 1) % every == 0) else []
+            if cfg.train.keep_best and improved:
                 stems.append(BEST)
             if stems:
                 checkpoint(group, run, cfg, epoch + 1, stems)
@@ -228,5 +252,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
         shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
         shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})
         bar.set_postfix(shown)  # the last evaluation stays shown on epochs without one
+        if stop:
+            break
     res.comm_total = {c: int(totals[i]) for i, c in enumerate(CATEGORIES)}
     return res

@@ -33,9 +33,12 @@ the training edges' keys in graph ids (8 bytes per edge on each worker), so the 
 the same on every worker and partitioning.
 
 **Batches**: ``SeedBatch(nodes = unique endpoints, payload = pairs as indices into nodes)``
-sampled once; with ``exclude_targets`` (default) the batch's positive edges and their
-reverses are kept out of its sampled blocks, so a model cannot read a target edge off
-its own input (DGL's ``exclude='reverse_id'``).
+sampled once. Target edges stay in message passing by default, as in a full-batch GAE,
+OGB's examples and PyG's ``LinkNeighborLoader``; with ``exclude_targets`` the batch's
+positive edges and their reverses are kept out of its sampled blocks, so a model cannot
+read a target edge off its own input (DGL's ``exclude='reverse_id'``). On ca-HepPh the
+exclusion cost 7 points of test Hits@50 and let it collapse after the best epoch
+(bench/RESULTS.md, "link_recipe"), hence off by default.
 
 **Decoders**: ``dot`` (``<h_u, h_v>``) or ``mlp``, the model's own ``decoder`` module
 applied to ``h_u * h_v`` (:func:`with_mlp_decoder` builds one; any model with a
@@ -134,7 +137,7 @@ class LinkPrediction(Task):
     metric: ClassVar[str] = "hits"
 
     def __init__(self, decoder: str = "dot", loss: str = "bce", negatives: str = "uniform",
-                 num_negatives: int = 1, exclude_targets: bool = True, hits_k: int = 20,
+                 num_negatives: int = 1, exclude_targets: bool = False, hits_k: int = 20,
                  val_frac: float = 0.05, test_frac: float = 0.1, split_seed: int = 0,
                  keep_train_per_node: bool = True, ranking: str = "pairs",
                  examples: str = "directed", reject_edges: bool = False, eval_negatives: int = 0) -> None:

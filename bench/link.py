@@ -68,6 +68,7 @@ from bench.epoch import OUT, bench_config, machine, quiet, read_metrics, run_pee
 from bench.spread import gap, spread
 from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
+from gnntrain.runtime.driver import advance
 from gnntrain.tasks import LinkPrediction, build_task, ranking
 from partition.graph import Graph
 
@@ -149,7 +150,8 @@ def pyg_reference(cfg: RunConfig, task: LinkPrediction, g: Graph, seed: int,
     t0 = time.perf_counter()
     num_pos = ei.shape[1]
     bs = cfg.sampler.batch_size
-    best: dict[str, Any] | None = None
+    best: dict[str, Any] | None = None  # the best validation epoch's figures
+    best_val: float | None = None
     since_best = 0
     for epoch in range(cfg.train.epochs):
         convs.train()
@@ -168,12 +170,11 @@ def pyg_reference(cfg: RunConfig, task: LinkPrediction, g: Graph, seed: int,
             opt.step()
             total += float(loss.detach()) * b.numel()
         losses.append(total / num_pos)
-        if per_epoch:
+        if per_epoch:  # ours' early-stopping rule (gnntrain.runtime.driver.advance)
             got, _ = evaluate()
-            if best is None or got["val_hits"] > best["val_hits"]:
-                best, since_best = {**got, "epoch": epoch}, 0
-            else:
-                since_best += 1
+            best_val, since_best, improved = advance(best_val, since_best, got, "val_hits")
+            if improved:
+                best = {**got, "epoch": epoch}
             if cfg.train.patience is not None and since_best >= cfg.train.patience:
                 break
     got, scores = evaluate()

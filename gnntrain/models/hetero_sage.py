@@ -92,7 +92,7 @@ class HeteroSAGE(TypedStack):
                              + (f"; unknown {unknown}" if unknown else ""))
         self.num_node_types = types
         self.num_relations = len(rdst)
-        self.stack(cfg, in_dim, out_dim, types, projection_option(opts, "hsage"),
+        self.stack(cfg, in_dim, out_dim, projection_option(opts, "hsage"),
                    lambda i, o: HeteroSAGELayer(i, o, types, rdst))
 
 

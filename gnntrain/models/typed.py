@@ -153,12 +153,15 @@ class TypedStack(LayerwiseModel):
 
     needs_node_types = True
 
-    def stack(self, cfg: ModelConfig, in_dim: int, out_dim: int, num_types: int, project: bool,
+    num_node_types: int
+
+    def stack(self, cfg: ModelConfig, in_dim: int, out_dim: int, project: bool,
               make: Callable[[int, int], nn.Module]) -> None:
-        """Build the layers: ``make(in, out)`` for each width pair of ``cfg``."""
+        """Build the layers: ``make(in, out)`` for each width pair of ``cfg``, after a
+        projection per node type (``self.num_node_types``, set first) when ``project``."""
         self.num_layers = cfg.layers
         self.dropout = cfg.dropout
-        self.project = TypeProjection(in_dim, cfg.hidden, num_types) if project else None
+        self.project = TypeProjection(in_dim, cfg.hidden, self.num_node_types) if project else None
         first = cfg.hidden if project else in_dim
         dims = [first] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
         self.convs = nn.ModuleList(make(dims[i], dims[i + 1]) for i in range(cfg.layers))
@@ -199,7 +202,7 @@ class RGCN(TypedStack):
             raise ValueError(f"model.options.root_per_type={per_type!r}: must be true or false")
         self.num_relations = rels
         self.num_node_types = int(opts["node_types"])
-        self.stack(cfg, in_dim, out_dim, self.num_node_types, projection_option(opts, "rgcn"),
+        self.stack(cfg, in_dim, out_dim, projection_option(opts, "rgcn"),
                    lambda i, o: RGCNLayer(i, o, self.num_node_types, bases, rels, root_per_type=per_type))
 
 

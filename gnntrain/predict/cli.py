@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gnntrain.checkpoint import CHECKPOINT_CHOICES
 from gnntrain.predict.nodes import WHATS, PredictError, predict
 from gnntrain.predict.pairs import predict_pairs
 
@@ -31,7 +32,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="link runs: score the pairs of this CSV/TSV ('src dst') or .npy [2, P] "
                     "file; --out is then a .csv, .tsv or .npy file (default "
                     "RUN_DIR/predictions/pair-scores.csv)")
-    ap.add_argument("--checkpoint", default="best", choices=("best", "last"),
+    ap.add_argument("--checkpoint", default="best", choices=CHECKPOINT_CHOICES,
                     help="best: the epoch with the best validation metric (checkpoints/best.pt, "
                     "else the newest); last: the newest checkpoint (default best)")
     ap.add_argument("--single-process", action="store_true",

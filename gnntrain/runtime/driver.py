@@ -180,18 +180,24 @@ def checkpoint(group: WorkerGroup, run: RunDir, cfg: RunConfig, epochs_done: int
                         cfg.train.keep_checkpoints, parts=parts, stem=stem)
 
 
+def advance(best: float | None, since: int, rec: dict[str, Any], key: str) -> tuple[float | None, int, bool]:
+    """Early stopping's count after one metrics record: the best ``key`` so far, the
+    evaluations since its first occurrence, and whether ``rec`` set a new best (a record
+    without ``key``, an epoch not evaluated, changes nothing)."""
+    if key not in rec:
+        return best, since, False
+    if best is None or rec[key] > best:
+        return float(rec[key]), 0, True
+    return best, since + 1, False
+
+
 def best_so_far(records: list[dict[str, Any]], key: str) -> tuple[float | None, int]:
-    """The best ``key`` of ``records`` (a run's metrics) and how many evaluations came
-    after its first occurrence: what early stopping counts."""
+    """:func:`advance` over ``records`` (a run's metrics): the best ``key`` and the
+    evaluations since it."""
     best: float | None = None
     since = 0
     for r in records:
-        if key not in r:
-            continue
-        if best is None or r[key] > best:
-            best, since = float(r[key]), 0
-        else:
-            since += 1
+        best, since, _ = advance(best, since, r, key)
     return best, since
 
 
@@ -231,11 +237,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             add_control(rec["eval_comm"], *group.take_control())
             rec["eval_comm_bytes"] = rec["eval_comm"]["total_bytes"]
         totals += np.array([rec["comm"]["by_category"][c] for c in CATEGORIES])
-        improved = best_key in rec and (best is None or rec[best_key] > best)
-        if improved:
-            best, since_best = float(rec[best_key]), 0
-        elif best_key in rec:
-            since_best += 1
+        best, since_best, improved = advance(best, since_best, rec, best_key)
         stop = patience is not None and since_best >= patience and not last
         if stop:
             rec["stopped_early"] = {"patience": patience, "best": best}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gnntrain import reuse_workers
 from gnntrain.config import load_config
 from gnntrain.data import load_dataset
 from gnntrain.predict import predict, read_predictions
@@ -54,8 +55,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from sklearn.linear_model import LogisticRegression
 
-    run = args.run or train(args.root, args.workers, args.smoke)
-    out = predict(run, what="embeddings", layer=args.layer, out=args.root / "embeddings", force=True)
+    # joined to a Ray cluster (RAY_ADDRESS), the training run's workers serve the prediction
+    with reuse_workers():
+        run = args.run or train(args.root, args.workers, args.smoke)
+        out = predict(run, what="embeddings", layer=args.layer, out=args.root / "embeddings", force=True)
     ids, emb = read_predictions(out)
 
     cfg = load_config(raw=RunDir(run).read_config_raw())

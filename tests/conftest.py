@@ -70,18 +70,25 @@ def tiny_graph() -> Graph:
     return make_graph()
 
 
+SESSION_CPUS = 8
+"""Logical CPUs of the session's Ray (:func:`ray_local`)."""
+
+
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[None]:
-    """One local Ray for the test session: 2 CPUs, no dashboard, files under a temp dir;
-    always shut down, and never a bare `ray stop`. Runs keep their worker actors for the
-    next run of the same shape (:func:`gnntrain.reuse_workers`): most of a new group's
-    start-up is each actor importing torch and PyG."""
+    """One local Ray for the test session: no dashboard, files under a temp dir; always
+    shut down, and never a bare `ray stop`. Runs keep their worker actors for the next run
+    of the same shape (:func:`gnntrain.reuse_workers`): most of a new group's start-up is
+    each actor importing torch and PyG. The instance counts 8 logical CPUs on the 2 cores
+    so that idle groups of 1, 2 and 4 workers (1 CPU each by default, one torch thread
+    each as on 2 CPUs) stay side by side instead of evicting each other as the modules
+    alternate between shapes."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")  # short: Ray's socket paths are limited
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=int(3e8), _temp_dir=tmp,
+    ray.init(address="local", num_cpus=SESSION_CPUS, include_dashboard=False, object_store_memory=int(3e8), _temp_dir=tmp,
              logging_level="warning", log_to_driver=False)
     try:
         with reuse_workers():  # a run's workers serve the next run of the same shape
@@ -97,6 +104,10 @@ def ray_tasks(ray_local: None) -> None:
     POOL.release()
 
 
+SUBPROCESS_CPUS = 4.0
+"""CPUs a run in a subprocess joined to the session's Ray may need (up to 4 workers)."""
+
+
 @pytest.fixture
 def joined_env(ray_local: None) -> dict[str, str]:
     """The environment for a ``python -m gnntrain.run`` or example subprocess that joins the
@@ -106,7 +117,7 @@ def joined_env(ray_local: None) -> dict[str, str]:
     The run's worker processes are then descendants of this process (the session's raylet)."""
     import ray
 
-    POOL.release()  # idle workers hold the CPUs the subprocess's run needs
+    POOL.make_room(SUBPROCESS_CPUS, 0.0)  # idle workers may hold the CPUs the subprocess's run needs
     return {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
             "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
 

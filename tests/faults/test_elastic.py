@@ -54,11 +54,14 @@ def drill(out_dir: Path) -> dict[str, Any]:
     import ray
 
     from gnntrain.runtime.coordinator import run_training
+    from gnntrain.runtime.worker_pool import reuse_workers
     from tests.runtime.helpers import final_state, tiny_cfg
     from tests.runtime.test_failures import assert_nothing_left
 
     graph = make_graph(GRAPH_NODES, seed=GRAPH_SEED)
-    with simulated_nodes(3) as (cluster, nodes):
+    # a scenario's group is kept for the next of the same shape (the undisturbed run's
+    # serves the shrink run, the replaced run's the restart run): fewer actors to start
+    with simulated_nodes(3) as (cluster, nodes), reuse_workers():
         out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
 
         def cfg(root: Path, *extra: str) -> Any:

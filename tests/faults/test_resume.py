@@ -23,9 +23,9 @@ from gnntrain.runtime.worker_pool import POOL
 from partition import PartitionChecksumError, build_partition_set
 from partition.build import set_path
 from partition.config import PartitionConfig
-from tests.conftest import REPO, make_graph
+from tests.conftest import REPO, SUBPROCESS_CPUS, make_graph
 from tests.runtime.helpers import assert_same_state, final_state
-from tests.runtime.test_failures import assert_nothing_left, wait_dead, worker_processes
+from tests.runtime.test_failures import assert_nothing_left, unkept_workers, wait_dead
 
 
 def write_cfg(tmp_path: Path, epochs: int = 4) -> Path:
@@ -53,7 +53,7 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(tmp_path: P
     ends the actors of a driver that died (both runs join the session's Ray)."""
     cfg_path = write_cfg(tmp_path)
     reference = final_state(run_training(load_config(cfg_path), progress=False))
-    POOL.release()  # the subprocess's run needs the CPUs the reference's kept workers hold
+    POOL.make_room(SUBPROCESS_CPUS, 0.0)  # the subprocess's run needs CPUs the reference's kept workers may hold
 
     env = {**joined_env, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "gnntrain.run", "--config", str(cfg_path), "--no-progress",
@@ -68,7 +68,7 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(tmp_path: P
             ckpt = list((tmp_path / "killed").glob("resume-*/checkpoints/ckpt-00002.pt"))
             if ckpt or proc.poll() is not None:
                 break
-            pids |= {p.pid for p in worker_processes()}  # the session raylet's: this run's alone
+            pids |= {p.pid for p in unkept_workers()}  # the session raylet's: this run's alone
             time.sleep(0.1)
         assert ckpt, "the run never reached its second checkpoint"
         proc.send_signal(signal.SIGKILL)

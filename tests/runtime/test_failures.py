@@ -17,7 +17,7 @@ from gnntrain.runtime.cluster import ClusterError
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure, worker_processes
 from gnntrain.runtime.worker_pool import POOL
-from tests.conftest import REPO, make_graph
+from tests.conftest import REPO, SUBPROCESS_CPUS, make_graph
 from tests.runtime.helpers import tiny_cfg
 
 
@@ -152,7 +152,7 @@ def _interrupt_run(tmp_path: Path, *extra: str) -> tuple[int, str, set[int], flo
             assert proc.poll() is None, log.read_text()
             # embedded: the run's own workers; joined: the workers the cluster started for it
             pids |= {p.pid for p in worker_processes(psutil.Process(proc.pid))} | {
-                p.pid for p in worker_processes()}
+                p.pid for p in unkept_workers()}
             time.sleep(0.2)
         assert len(pids) >= 2, f"never saw the run's workers:\n{log.read_text()[-3000:]}"
         time.sleep(2)
@@ -187,7 +187,7 @@ def test_ctrl_c_on_a_cluster_releases_actors_and_placement_group(ray_local: None
     cluster holds none of its actors or placement groups, and its workers are gone."""
     import ray
 
-    POOL.release()  # the subprocess's run needs the CPUs idle workers hold
+    POOL.make_room(SUBPROCESS_CPUS, 0.0)  # the subprocess's run needs CPUs idle workers may hold
     assert live_ray_leftovers(timeout_s=0) == {"actors": [], "placement_groups": []}
     rc, out, pids, took = _interrupt_run(tmp_path, "--address", ray.get_runtime_context().gcs_address)
     assert rc == 130, out

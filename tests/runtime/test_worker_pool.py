@@ -11,7 +11,7 @@ import pytest
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
 from gnntrain.runtime.worker_pool import POOL, reuse_workers
-from tests.conftest import make_graph
+from tests.conftest import SESSION_CPUS, make_graph
 from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
 from tests.runtime.test_failures import assert_nothing_left, wait_dead
 
@@ -22,8 +22,9 @@ def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(ray_
                                                                             tmp_path: Path) -> None:
     """A 1-worker run with seed 1 leaves its worker; the next 1-worker run (seed 0) takes
     that process, loads its own config and ends bit for bit where one process does
-    (1 Ray worker = one process). A 2-worker run then needs both of the session's CPUs:
-    the idle worker is killed to make room, and the 2-worker group is kept instead."""
+    (1 Ray worker = one process). A 2-worker run of half the session's CPUs a worker
+    then needs all of them: the idle worker is killed to make room, and the 2-worker group
+    is kept instead."""
     POOL.release()
     first = run_training(tiny_cfg(tmp_path / "a", "train.seed=1"), graph=GRAPH, progress=False)
     [kept] = POOL.idle
@@ -34,9 +35,11 @@ def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(ray_
     assert_same_state(final_state(again), final_state(alone), world=1)
     assert final_state(first)["rank_digests"] != final_state(again)["rank_digests"], \
         "seeds 1 and 0 ended at the same state: the kept worker did not take the new config"
-    run_training(tiny_cfg(tmp_path / "d", workers=2), graph=GRAPH, progress=False)
+    half = SESSION_CPUS / 2
+    run_training(tiny_cfg(tmp_path / "d", f"cluster.cpus_per_worker={half}", workers=2), graph=GRAPH,
+                 progress=False)
     [two] = POOL.idle
-    assert two.key[2] == 2
+    assert two.key[2:4] == (2, (half, half))
     assert wait_dead(set(kept.pids)) == set(), "the idle 1-worker group outlived its release"
 
 

@@ -2,7 +2,8 @@
 
 Data path: a :class:`GraphSource` (``CSRSource`` over a whole graph or one partition)
 -> :class:`NeighborSampler` -> :class:`SampledBatch` (structure) -> :func:`prepare`
--> :class:`PreparedBatch` (features + labels). Imports ``partition`` (the canonical
+-> :class:`PreparedBatch` (features + labels); a link task's negatives come from a
+:class:`NegativeSampler` configured by :class:`NegativeSampling`. Imports ``partition`` (the canonical
 graph), numpy, numba and torch only, never ``gnntrain``. Importing the package loads
 numpy and pydantic only (the configs and the interfaces); the kernels (numba), the
 batch types (torch) and the caches load on first use.
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
         resolve_capacity,
     )
     from samplers.local import CSRSource
+    from samplers.negative import NegativeSampler, NegativeSampling
     from samplers.neighbor import NeighborSampler
 
 __all__ = [
     "AccessCounts", "Block", "CSRSource", "CacheConfig", "CacheStats", "CachedSource",
-    "FIFOCache", "FeatureCache", "GraphSource", "LRUCache", "NeighborSampler", "Neighbors",
+    "FIFOCache", "FeatureCache", "GraphSource", "LRUCache", "NegativeSampler", "NegativeSampling",
+    "NeighborSampler", "Neighbors",
     "PreparedBatch", "PygAdj", "SampledBatch", "SamplerConfig", "SamplerError", "StaticCache",
     "build_cache", "count_accesses", "degree_cache_ids", "oracle_hit_rate", "out_degrees", "presample_ids",
     "prepare", "resolve_capacity", "to_pyg",
@@ -53,6 +56,8 @@ _LAZY = {
                     "samplers.cache"),
     "CSRSource": "samplers.local",
     "NeighborSampler": "samplers.neighbor",
+    "NegativeSampler": "samplers.negative",
+    "NegativeSampling": "samplers.negative",
 }
 
 

@@ -11,6 +11,13 @@ def pair_keys(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return np.asarray(a, dtype=np.int64) * np.int64(n) + np.asarray(b, dtype=np.int64)
 
 
+def undirected_keys(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """The key of each pair with its ends ordered (``min * n + max``): the same for both
+    directions of an undirected edge."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    return pair_keys(np.minimum(a, b), np.maximum(a, b), n)
+
+
 def contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Whether each of ``keys`` is in ``sorted_keys`` (sorted ascending). The queries are
     searched in sorted order, so each search starts from the last one's place."""

@@ -45,6 +45,8 @@ from gnntrain.data.errors import DataError, require_dir, require_file
 from gnntrain.data.features import fallback_features
 from gnntrain.data.textio import read_table
 from partition.graph import Graph, csr_from_edges, unique_sorted
+from samplers.edge_keys import pair_keys, undirected_keys
+from samplers.negative import sample_non_edges
 
 if TYPE_CHECKING:
     from gnntrain.config import LightGcnDataset, OgblDataset
@@ -127,10 +129,7 @@ class EdgeSplit:
 
 def _keys(e: np.ndarray, n: int, undirected: bool) -> np.ndarray:
     """One int64 key per edge; for an undirected graph the same for both directions."""
-    u, v = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
-    if undirected:
-        u, v = np.minimum(u, v), np.maximum(u, v)
-    return u * np.int64(n) + v
+    return (undirected_keys if undirected else pair_keys)(e[:, 0], e[:, 1], n)
 
 
 def load_split(cfg: OgblDataset | LightGcnDataset) -> EdgeSplit:
@@ -339,7 +338,7 @@ def load_lightgcn(path: Path, *, num_negatives: int = 1, seed: int = 0) -> EdgeS
         e[s] = e[s][~np.isin(k, seen)]
         seen = np.concatenate([seen, _keys(e[s], n, True)])
     rng = np.random.default_rng(seed)
-    negs = {s: _sample_non_edges(rng, e[s][:, 0], (n_users, n), seen, n, num_negatives)
+    negs = {s: sample_non_edges(rng, e[s][:, 0], (n_users, n), seen, n, num_negatives)
             for s in EVAL_SPLITS}
     return EdgeSplit(num_nodes=n, train=e["train"], val=e["val"], val_neg=negs["val"],
                      test=e["test"], test_neg=negs["test"], undirected=True, dst_lo=n_users,
@@ -352,24 +351,6 @@ def unique_rows(e: np.ndarray) -> np.ndarray:
     n = int(e.max()) + 1
     k = unique_sorted(e[:, 0] * np.int64(n) + e[:, 1])
     return np.stack([k // n, k % n], axis=1)
-
-
-def _sample_non_edges(rng: np.random.Generator, src: np.ndarray, dst_range: tuple[int, int],
-                      edge_keys: np.ndarray, n: int, per: int) -> np.ndarray:
-    """``per`` random (src, w) pairs per given source, ``w`` uniform in ``dst_range``, none of
-    them an edge (``edge_keys``, undirected keys) nor a self-loop."""
-    src = np.repeat(src, per)
-    lo, hi = dst_range
-    dst = rng.integers(lo, hi, size=src.size)
-    edge_keys = np.sort(edge_keys)
-    for _ in range(100):
-        k = _keys(np.stack([src, dst], 1), n, True)
-        pos = np.searchsorted(edge_keys, k)
-        bad = (src == dst) | (edge_keys[np.minimum(pos, edge_keys.size - 1)] == k)
-        if not bad.any():
-            break
-        dst[bad] = rng.integers(lo, hi, size=int(bad.sum()))
-    return np.stack([src, dst], axis=1)
 
 
 # --- a seeded random split of any edge list ------------------------------------------------
@@ -421,7 +402,7 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     def sources(split: str) -> np.ndarray:
         return rng.integers(0, n, shared_negatives) if shared_negatives else edges[split][:, 0]
 
-    negs = {s: _sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))
+    negs = {s: sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))
             for s in EVAL_SPLITS}
     return EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
                      test=edges["test"], test_neg=negs["test"], undirected=undirected,

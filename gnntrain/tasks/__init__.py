@@ -6,6 +6,7 @@ from typing import Any
 
 from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task
 from gnntrain.tasks.link import LinkPrediction
+from gnntrain.tasks.link_options import LinkOptions
 from gnntrain.tasks.node import NodeClassification
 
 BUILTIN: dict[str, type[Task]] = {NodeClassification.name: NodeClassification,
@@ -31,5 +32,5 @@ def build_task(kind: str, options: dict[str, Any] | None = None) -> Task:
     return task
 
 
-__all__ = ["BUILTIN", "SPLITS", "LinkPrediction", "MetricState", "NodeClassification", "SeedBatch", "StepOutput",
+__all__ = ["BUILTIN", "SPLITS", "LinkOptions", "LinkPrediction", "MetricState", "NodeClassification", "SeedBatch", "StepOutput",
            "Task", "build_task"]

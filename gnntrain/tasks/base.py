@@ -58,6 +58,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from samplers.hashing import hash_uniform
+
 if TYPE_CHECKING:
     from gnntrain.config import DatasetConfig
     from partition import Part
@@ -68,20 +70,6 @@ MetricState = dict[str, np.ndarray]
 """Named arrays whose merge across workers is exact (counts, sums, top-K lists)."""
 
 SPLITS = ("train", "val", "test")
-
-
-def hash_uniform(*parts: np.ndarray | int) -> np.ndarray:
-    """A float64 in [0, 1) per element: splitmix64 of the broadcast integer ``parts``."""
-    arrays = np.broadcast_arrays(*[np.asarray(p, dtype=np.int64) for p in parts])
-    z = np.zeros(arrays[0].shape, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for a in arrays:
-            z ^= a.astype(np.uint64)
-            z += np.uint64(0x9E3779B97F4A7C15)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z ^= z >> np.uint64(31)
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 @dataclass
@@ -132,8 +120,8 @@ class Task(ABC):
 
     def load_graph(self, dataset: DatasetConfig, graph: Graph | None = None) -> Graph:
         """The graph message passing runs on: ``graph`` if given, else the one ``dataset``
-        loads. A task whose examples are not nodes (link prediction) takes its held-out
-        examples out of the graph here and keeps them."""
+        loads. A task whose examples are not nodes (link prediction) gets its held-out
+        examples from :mod:`gnntrain.data` here and keeps them."""
         if graph is not None:
             return graph
         from gnntrain.data import load_dataset

@@ -21,13 +21,28 @@ in the same order whatever the split across workers (:func:`mean_by_id`).
 * ``recall@K`` / ``ndcg@K`` (LightGCN): per user, every item scored, the user's known
   items excluded; recall = hits in the top K / the user's test items; NDCG = DCG of the
   top K over the ideal DCG of min(K, test items) hits at the top.
+
+The link task's three protocols keep their states here too: a shared negative set
+(``pairs``: :func:`pair_state`, scores), each positive's own negatives (``per_source``:
+:func:`pair_state`, reciprocal ranks), every item of a user-item graph (``items``:
+:func:`user_item_state`); :func:`merge` combines workers' states and :func:`metrics`
+turns the merged one into figures.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-__all__ = ["auc", "hits_at_k", "mean_by_id", "mrr", "per_source_rr", "recall_ndcg_at_k", "top_k", "user_item_cells"]
+__all__ = ["CONCAT_KEYS", "auc", "hits_at_k", "mean_by_id", "merge", "metrics", "mrr", "pair_state",
+           "per_source_rr", "recall_ndcg_at_k", "top_k", "user_item_cells", "user_item_state"]
+
+State = dict[str, np.ndarray]
+CONCAT_KEYS = ("pos", "neg", "user", "recall", "ndcg", "pid", "rr")
+"""State keys whose arrays concatenate when states merge (scores, per-user and
+per-positive values); every other key is a count and sums."""
+USER_CHUNK = 1 << 22  # user x item scores per chunk of all-item ranking
 
 
 def _ranks_above(pos: np.ndarray, neg_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,3 +143,77 @@ def user_item_cells(pairs: np.ndarray, users: np.ndarray, lo: int) -> np.ndarray
     at = np.minimum(np.searchsorted(users, pairs[:, 0]), users.size - 1)
     keep = users[at] == pairs[:, 0]
     return np.stack([at[keep], pairs[keep, 1] - lo], 1).astype(np.int64)
+
+
+# --- the three protocols: metric states and their exact merge ---------------------------------
+
+def pair_state(scores: np.ndarray, target: np.ndarray) -> State:
+    """The state of scored pairs: ``scores`` (float64, one per row of ``target``, whose
+    columns are ``src, dst, label, group[, pid]``). A shared negative set (``pairs``): the
+    positives' and negatives' scores. Each positive against its own negatives
+    (``per_source``, a ``pid`` column; a positive's negatives follow in its order): one
+    reciprocal rank per positive with its index."""
+    label = target[:, 2]
+    if target.shape[1] > 4:
+        pos, neg = scores[label == 1], scores[label == 0]
+        return {"pid": target[label == 1, 4],
+                "rr": per_source_rr(pos, neg.reshape(pos.size, neg.size // max(1, pos.size)))}
+    return {"pos": scores[label == 1], "neg": scores[label == 0]}
+
+
+def user_item_state(users: np.ndarray, scores_of: Callable[[int, int], np.ndarray],
+                    truth: np.ndarray, known: np.ndarray, items: tuple[int, int], k: int) -> State:
+    """All-item ranking (``items``): Recall@K and NDCG@K of each of ``users`` (sorted graph
+    ids, each with at least one ``truth`` pair) over every item in ``items`` = ``[lo,
+    hi)``, the ``known`` (user, item) pairs excluded. ``scores_of(a, b)`` gives the scores
+    [b - a, hi - lo] of ``users[a:b]`` against every item; users are scored in chunks of
+    at most :data:`USER_CHUNK` cells."""
+    if users.size == 0:
+        return {"user": np.empty(0, np.int64), "recall": np.empty(0), "ndcg": np.empty(0)}
+    lo, hi = items
+    recall, ndcg = [], []
+    step = max(1, USER_CHUNK // max(1, hi - lo))
+    for c in range(0, users.size, step):
+        cu = users[c:c + step]
+        r, n = recall_ndcg_at_k(scores_of(c, c + step), user_item_cells(truth, cu, lo),
+                                user_item_cells(known, cu, lo), k)
+        recall.append(r)
+        ndcg.append(n)
+    return {"user": users, "recall": np.concatenate(recall), "ndcg": np.concatenate(ndcg)}
+
+
+def merge(states: Sequence[State]) -> State:
+    """Scores and per-user values concatenate (the merged state is the multiset of all of
+    them); counts sum."""
+    out: State = {}
+    for st in states:
+        for key, v in st.items():
+            v = np.asarray(v)
+            if key in out:
+                out[key] = np.concatenate([out[key], v]) if key in CONCAT_KEYS else out[key] + v
+            else:
+                out[key] = v.copy()
+    return out
+
+
+def metrics(state: State, k: int) -> dict[str, float]:
+    """The figures of a merged state: ``pair_acc`` (training batches), ``hits`` (@``k``),
+    ``mrr`` and ``auc`` of a shared negative set, ``recall`` and ``ndcg`` (@``k``) of
+    all-item ranking, ``mrr`` of per-positive negatives."""
+    res: dict[str, float] = {}
+    if "total" in state:
+        total = int(np.sum(state["total"]))
+        res["pair_acc"] = int(np.sum(state["correct"])) / total if total else float("nan")
+    if "pos" in state:
+        pos = np.asarray(state["pos"], dtype=np.float64)
+        neg = np.asarray(state.get("neg", np.empty(0)), dtype=np.float64)
+        res["hits"] = hits_at_k(pos, neg, k)
+        res["mrr"] = mrr(pos, neg)
+        res["auc"] = auc(pos, neg)
+    if "user" in state:
+        users = np.asarray(state["user"], dtype=np.int64)
+        res["recall"] = mean_by_id(users, np.asarray(state["recall"]))
+        res["ndcg"] = mean_by_id(users, np.asarray(state["ndcg"]))
+    if "pid" in state:
+        res["mrr"] = mean_by_id(np.asarray(state["pid"], dtype=np.int64), np.asarray(state["rr"]))
+    return res

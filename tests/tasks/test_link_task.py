@@ -293,17 +293,13 @@ def test_eval_pairs_split_by_owner_cover_the_split_once() -> None:
     got = []
     for p in range(2):
         lo, hi = (int(v) for v in book.part_range(p))
-        pos, neg = task._owned_pairs(_FakePart(p, lo, hi), "test")  # type: ignore[arg-type]
-        assert ((pos[:, 1] >= lo) & (pos[:, 1] < hi)).all()
-        got += pos.tolist() + neg.tolist()
+        assert task.data is not None
+        own = task.data.owned("test", lo, hi)
+        assert ((own.pos[:, 1] >= lo) & (own.pos[:, 1] < hi)).all() and own.pids is None
+        got += own.pos.tolist() + own.neg.tolist()
     assert task.split is not None
     want = task.split.test.tolist() + task.split.test_neg.tolist()
     assert sorted(got) == sorted(want)
-
-
-class _FakePart:
-    def __init__(self, p: int, lo: int, hi: int) -> None:
-        self.part_id, self.start, self.stop = p, lo, hi
 
 
 # --- losses --------------------------------------------------------------------------------

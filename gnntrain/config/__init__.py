@@ -9,6 +9,7 @@ Ray starts.
 The package by job: :mod:`~gnntrain.config.datasets` (the ``dataset:`` section, one model
 per source), :mod:`~gnntrain.config.run` (the other sections and :class:`RunConfig`),
 :mod:`~gnntrain.config.loading` (YAML, overrides, error messages),
+:mod:`~gnntrain.config.plugins` (the built-in models' and tasks' names, and import paths),
 :mod:`~gnntrain.config.base` (what they share). Importing it loads neither torch, numba
 nor Ray.
 """

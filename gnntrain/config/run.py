@@ -6,7 +6,6 @@ holds them and checks them against each other, and :func:`load_config`.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -16,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from gnntrain.config.base import ConfigError, Frozen
 from gnntrain.config.datasets import DatasetConfig
 from gnntrain.config.loading import read_yaml, validate
+from gnntrain.config.plugins import MODEL_ARCHS, TASK_KINDS, check_name
 from partition.config import PartitionConfig
 from samplers.config import SamplerConfig
 
@@ -26,15 +26,8 @@ __all__ = [
 ]
 
 
-BUILTIN_ARCHS = ("sage", "gcn", "gat", "rgcn", "hsage")
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-def _check_import_path(value: str, builtin: tuple[str, ...], field: str) -> str:
-    if value not in builtin and not _IMPORT_PATH.match(value):
-        raise ValueError(f"{field}={value!r}: expected one of {list(builtin)} or an import path "
-                         "'package.module:name'")
-    return value
+BUILTIN_ARCHS = tuple(MODEL_ARCHS)
+"""``model.arch`` names of the built-in models (the registry's, :mod:`gnntrain.config.plugins`)."""
 
 
 EMBEDDING_OPTIMIZERS = ("sparse_adam", "sparse_adagrad", "sgd")
@@ -103,7 +96,7 @@ class ModelConfig(Frozen):
     @field_validator("arch")
     @classmethod
     def _arch(cls, v: str) -> str:
-        return _check_import_path(v, BUILTIN_ARCHS, "arch")
+        return check_name(v, MODEL_ARCHS, "arch")
 
     def input_dim(self, num_features: int) -> int:
         """The model's input width for a dataset with ``num_features`` features."""
@@ -123,7 +116,8 @@ class ModelConfig(Frozen):
         return e.dim
 
 
-BUILTIN_TASKS = ("node_classification", "link")
+BUILTIN_TASKS = tuple(TASK_KINDS)
+"""``task.kind`` names of the built-in tasks (the registry's)."""
 
 
 class TaskConfig(Frozen):
@@ -138,7 +132,7 @@ class TaskConfig(Frozen):
     @field_validator("kind")
     @classmethod
     def _kind(cls, v: str) -> str:
-        return _check_import_path(v, BUILTIN_TASKS, "kind")
+        return check_name(v, TASK_KINDS, "kind")
 
 
 FeatureDtype = Literal["float32", "float16", "bfloat16", "int8"]

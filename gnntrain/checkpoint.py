@@ -17,10 +17,12 @@ from the others is visible in the file.
 
 State that differs per worker -- each part's rows of a learnable node embedding and
 their optimizer state -- goes to one side file per part, ``ckpt-<epoch>.part-<p>.pt``,
-written (atomically) before the main file, which lists them in ``part_files`` with
-their digests in ``part_digests``. The coordinator fetches and writes one part at a
-time, so it never holds the whole table. A checkpoint whose side files are missing is
-skipped like a torn one.
+written (atomically) before the main file, which is their manifest: it lists them in
+``part_files``, with their state digests in ``part_digests`` and each file's size and
+SHA-256 in ``part_records`` (``{"bytes", "sha256"}``, :mod:`partition.manifest`). The
+coordinator fetches and writes one part at a time, so it never holds the whole table. A
+checkpoint whose side files are missing or differ from their records is skipped like a
+torn one (one written before ``part_records`` existed is checked for presence only).
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ import pickle
 import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gnntrain.rundir import RunDir, atomic_write_bytes
+from gnntrain.rundir import RunDir
+from partition.manifest import FileMismatch, atomic_write_bytes, record_bytes, verify
 
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
@@ -68,13 +72,15 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
     d = run.path / "checkpoints"
     rotate = stem is None
     stem = stem or f"ckpt-{epoch:05d}"
-    files, digests = [], []
+    files, digests, records = [], [], []
     for p, part_state in enumerate(parts):
         name = f"{stem}.part-{p}.pt"
-        atomic_write_bytes(d / name, _torch_bytes(part_state))
+        data = _torch_bytes(part_state)
+        atomic_write_bytes(d / name, data)
         files.append(name)
         digests.append(tree_digest(part_state))
-    extra = {"part_files": files, "part_digests": digests} if files else {}
+        records.append(asdict(record_bytes(data)))
+    extra = {"part_files": files, "part_digests": digests, "part_records": records} if files else {}
     path = d / f"{stem}.pt"
     atomic_write_bytes(path, _torch_bytes({"epochs_done": epoch, **state, **extra}))
     if not rotate:
@@ -119,6 +125,12 @@ def _load_one(path: Path) -> dict[str, Any]:
     missing = [n for n in out.get("part_files", []) if not (path.parent / n).is_file()]
     if missing:
         raise FileNotFoundError(f"its per-part files {missing} are missing")
+    for name, rec in zip(out.get("part_files", []), out.get("part_records", []), strict=False):
+        try:
+            verify(path.parent / name, int(rec["bytes"]), str(rec["sha256"]))
+        except FileMismatch as e:
+            raise ValueError(f"its per-part file {name} differs from the size and SHA-256 it "
+                             f"lists ({e.problem}: {e.got} instead of {e.expected})") from None
     return out
 
 

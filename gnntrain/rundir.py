@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,22 +30,8 @@ from typing import Any
 import yaml
 
 from gnntrain.config import RunConfig
+from partition.manifest import atomic_write_bytes
 from partition.paths import check_component, join_under
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -36,6 +36,7 @@ from partition.format import (
     write_npy,
 )
 from partition.graph import Graph, unique_sorted
+from partition.manifest import write_manifest
 from partition.methods import assign_parts, check_request
 from partition.paths import join_under
 from partition.steps import StepRecorder, StepStat
@@ -226,8 +227,7 @@ def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: Pa
         library={"numpy": np.__version__, "format": str(FORMAT_VERSION)}, node_types=node_types,
         edge_types=edge_types)
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
-    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json", exclude=unset_optional(meta)),
-                                              indent=1) + "\n")
+    write_manifest(tmp / "meta.json", meta.model_dump(mode="json", exclude=unset_optional(meta)))
     return meta
 
 

@@ -43,7 +43,6 @@ leaves only a ``.tmp-`` directory); :func:`write_chunks` converts an in-memory g
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -54,8 +53,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from partition.errors import PartitionError
-from partition.format import FileEntry, file_sha256, write_npy
+from partition.format import FileEntry, write_npy
 from partition.graph import Graph
+from partition.manifest import FileMismatch, read_manifest, write_manifest
+from partition.manifest import verify as verify_file
 
 __all__ = ["CHUNK_FORMAT_VERSION", "SPLIT_CODES", "ChunkEntry", "ChunkError", "ChunkManifest",
            "ChunkWriter", "ChunkedGraph", "content_hash", "id_dtype", "open_chunks", "write_chunks"]
@@ -171,13 +172,14 @@ class ChunkedGraph:
         where = f"{kind} chunk {c.name!r} of {self.path}"
         if entry is None:
             raise ChunkError(f"{where}: the manifest lists no {rel}")
-        f = self.path / c.name / rel
-        if not f.is_file() or f.stat().st_size != entry.bytes:
+        try:
+            f = verify_file(self.path / c.name / rel, entry.bytes, entry.sha256 if verify else None)
+        except FileMismatch as e:
+            if e.problem == "sha256":
+                raise ChunkError(f"{where}: {rel} fails its checksum (sha256 recorded in "
+                                 "manifest.json): it was altered or corrupted; rewrite the chunks") from None
             raise ChunkError(f"{where}: {rel} is missing or has the wrong size (expected "
-                             f"{entry.bytes} bytes); rewrite the chunks")
-        if verify and file_sha256(f) != entry.sha256:
-            raise ChunkError(f"{where}: {rel} fails its checksum (sha256 recorded in "
-                             "manifest.json): it was altered or corrupted; rewrite the chunks")
+                             f"{entry.bytes} bytes); rewrite the chunks") from None
         arr = np.load(f, allow_pickle=False)
         if arr.dtype.str != entry.dtype or list(arr.shape) != entry.shape:
             raise ChunkError(f"{where}: {rel} holds {arr.dtype.str} {list(arr.shape)}, the "
@@ -236,7 +238,7 @@ def open_chunks(path: str | Path) -> ChunkedGraph:
         raise ChunkError(f"{root} is not a chunked graph (no manifest.json); write one with "
                          "partition.chunked.write_chunks or ChunkWriter")
     try:
-        raw = json.loads(mpath.read_text())
+        raw = read_manifest(mpath)
     except (OSError, ValueError) as e:
         raise ChunkError(f"{mpath} is unreadable ({e})") from None
     version = raw.get("format_version") if isinstance(raw, dict) else None
@@ -323,7 +325,7 @@ class ChunkWriter:
             if graph_hash is None:
                 graph_hash = content_hash(ChunkedGraph(self.tmp, m))
             m = m.model_copy(update={"graph_hash": graph_hash})
-            (self.tmp / "manifest.json").write_text(json.dumps(m.model_dump(mode="json"), indent=1) + "\n")
+            write_manifest(self.tmp / "manifest.json", m.model_dump(mode="json"))
             self.tmp.rename(self.path)
         except BaseException:
             self.abort()

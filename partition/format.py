@@ -73,22 +73,21 @@ saw the symmetrised copy), self-loops and isolated nodes included.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from partition.errors import PartitionChecksumError
+from partition.manifest import CHUNK, FileMismatch, HashingWriter, json_digest, verify
 from partition.paths import join_under
 from partition.steps import StepStat
 
 __all__ = [
     "EDGE_REL_FILE", "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts",
     "PartitionMeta",
-    "file_sha256", "meta_digest", "read_npy", "write_npy",
+    "check_present", "meta_digest", "read_npy", "write_npy",
 ]
 
 FORMAT_VERSION = 1
@@ -97,7 +96,6 @@ PART_FILES = ("indptr.npy", "indices.npy", "x.npy", "y.npy", "train_idx.npy", "v
               "test_idx.npy", "orig_ids.npy", "halo_ids.npy", "halo_offsets.npy")
 #: the per-edge relation ids, written only for a typed graph (``edge_types`` in the meta)
 EDGE_REL_FILE = "edge_rel.npy"
-_CHUNK = 16 << 20
 
 
 class _Model(BaseModel):
@@ -169,67 +167,45 @@ def unset_optional(meta: BaseModel) -> set[str]:
 
 def meta_digest(meta: BaseModel) -> str:
     """SHA-256 of the meta's JSON without ``meta_sha256`` (sorted keys, compact)."""
-    body = meta.model_dump(mode="json", exclude={"meta_sha256", *unset_optional(meta)})
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return json_digest(meta.model_dump(mode="json", exclude={"meta_sha256", *unset_optional(meta)}))
 
 
 def write_npy(path: Path, arr: np.ndarray) -> FileEntry:
     """Write ``arr`` as ``.npy`` and checksum the bytes on the way out (no second read)."""
     arr = np.ascontiguousarray(arr)
-    h = hashlib.sha256()
     with path.open("wb") as raw:
-        f = _HashingWriter(raw, h)
+        f = HashingWriter(raw)
         np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))  # type: ignore[arg-type]
         data = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")  # type: ignore[arg-type]
-        for start in range(0, len(data), _CHUNK):
-            f.write(data[start:start + _CHUNK])
-        size = f.count
-    return FileEntry(sha256=h.hexdigest(), bytes=size, dtype=arr.dtype.str, shape=list(arr.shape))
+        for start in range(0, len(data), CHUNK):
+            f.write(data[start:start + CHUNK])
+        rec = f.record()
+    return FileEntry(sha256=rec.sha256, bytes=rec.bytes, dtype=arr.dtype.str, shape=list(arr.shape))
 
 
-class _HashingWriter:
-    def __init__(self, raw: BinaryIO, h: Any) -> None:
-        self.raw, self.h, self.count = raw, h, 0
-
-    def write(self, b: bytes | memoryview) -> int:
-        self.h.update(b)
-        self.count += len(b)
-        return self.raw.write(b)
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 (hex) of a whole file, read in 16 MiB pieces."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def check_present(root: Path, rel: str, entry: FileEntry) -> Path:
-    """Raise :class:`PartitionChecksumError` if the file is missing or has the wrong size."""
+def check_present(root: Path, rel: str, entry: FileEntry, *, verify_sha256: bool = False) -> Path:
+    """The file ``rel`` of the set at ``root``, checked against ``entry``: present with its
+    recorded size and, with ``verify_sha256``, its recorded SHA-256; else
+    :class:`PartitionChecksumError` naming the file and the fix."""
     path = join_under(root, rel, "meta.json files")
     how = f"delete {root} to rebuild the set (or rerun with force=True / --force)"
-    if not path.is_file():
-        raise PartitionChecksumError(f"partition file {path} is missing; {how}")
-    size = path.stat().st_size
-    if size != entry.bytes:
+    try:
+        return verify(path, entry.bytes, entry.sha256 if verify_sha256 else None)
+    except FileMismatch as e:
+        if e.problem == "missing":
+            raise PartitionChecksumError(f"partition file {path} is missing; {how}") from None
+        if e.problem == "size":
+            raise PartitionChecksumError(
+                f"partition file {path} has {e.got} bytes, meta.json recorded {entry.bytes} "
+                f"(truncated or replaced); {how}") from None
         raise PartitionChecksumError(
-            f"partition file {path} has {size} bytes, meta.json recorded {entry.bytes} "
-            f"(truncated or replaced); {how}")
-    return path
+            f"partition file {path} fails its checksum (sha256 {str(e.got)[:16]}..., meta.json "
+            f"recorded {entry.sha256[:16]}...): it was altered or corrupted; {how}") from None
 
 
 def read_npy(root: Path, rel: str, entry: FileEntry, *, mmap: bool, verify: bool) -> np.ndarray:
     """Load one array file, checking size, optional SHA-256, dtype and shape against ``entry``."""
-    path = check_present(root, rel, entry)
-    if verify:
-        got = file_sha256(path)
-        if got != entry.sha256:
-            raise PartitionChecksumError(
-                f"partition file {path} fails its checksum (sha256 {got[:16]}..., meta.json "
-                f"recorded {entry.sha256[:16]}...): it was altered or corrupted; delete {root} "
-                "to rebuild the set (or rerun with force=True / --force)")
+    path = check_present(root, rel, entry, verify_sha256=verify)
     try:
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as e:

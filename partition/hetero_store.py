@@ -66,6 +66,7 @@ from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
 from partition.hetero_graph import EdgeType, HeteroGraph, RelationCSR
 from partition.hetero_methods import assign_hetero_parts, relation_key
+from partition.manifest import read_manifest, write_manifest
 from partition.paths import check_component, join_under
 from partition.steps import StepRecorder, StepStat
 from partition.store import settings_of
@@ -221,7 +222,7 @@ def _write_set(tmp: Path, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         library={"numpy": np.__version__, "format": str(TYPED_FORMAT_VERSION)})
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
-    (tmp / "meta.json").write_text(json.dumps(meta.model_dump(mode="json"), indent=1) + "\n")
+    write_manifest(tmp / "meta.json", meta.model_dump(mode="json"))
 
 
 def build_hetero_partition_set(graph: HeteroGraph, cfg: PartitionConfig, root: str | Path | None = None,
@@ -355,7 +356,7 @@ def open_hetero_partition_set(path: str | Path, *, expect_graph_hash: str | None
     if not meta_path.is_file():
         raise PartitionFormatError(f"{root} is not a partition set (no meta.json); {REBUILD}")
     try:
-        raw = json.loads(meta_path.read_text())
+        raw = read_manifest(meta_path)
     except (OSError, ValueError) as e:
         raise PartitionChecksumError(f"{meta_path} is unreadable ({e}); delete {root} and {REBUILD}") from None
     version = raw.get("format_version") if isinstance(raw, dict) else None

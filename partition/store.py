@@ -7,7 +7,6 @@ checksums are verified, so a worker touches its own part and nothing else.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -30,6 +29,7 @@ from partition.format import (
     read_npy,
 )
 from partition.graph import Graph, node_types_of
+from partition.manifest import read_manifest
 
 __all__ = ["Part", "PartitionSet", "check_ids", "open_partition_set", "settings_of"]
 
@@ -248,7 +248,7 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     if not meta_path.is_file():
         raise PartitionFormatError(f"{root} is not a partition set (no meta.json); {rebuild}")
     try:
-        raw = json.loads(meta_path.read_text())
+        raw = read_manifest(meta_path)
     except (OSError, ValueError) as e:
         raise PartitionChecksumError(f"{meta_path} is unreadable ({e}); delete {root} and {rebuild}") from None
     version = raw.get("format_version") if isinstance(raw, dict) else None

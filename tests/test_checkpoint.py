@@ -48,6 +48,26 @@ def test_corrupt_newest_falls_back_and_says_so(tmp_path: Path) -> None:
     assert len(said) == 3 and "no older checkpoint left" in said[-1]
 
 
+def test_a_side_file_that_differs_from_its_record_makes_the_checkpoint_torn(tmp_path: Path) -> None:
+    """The main file is the side files' manifest (size and SHA-256 of each): an altered or
+    missing side file is refused before use, and the newest intact checkpoint is used."""
+    run = RunDir(tmp_path)
+    for e in (1, 2):
+        save_checkpoint(run, e, _state(e), keep=5, parts=[{"rows": torch.full((3,), float(e + p))} for p in range(2)])
+    side = tmp_path / "checkpoints" / "ckpt-00002.part-1.pt"
+    data = bytearray(side.read_bytes())
+    data[-30] ^= 0xFF  # same size, other bytes
+    side.write_bytes(bytes(data))
+    said: list[str] = []
+    got = load_latest(run, say=said.append)
+    assert got is not None and got["epochs_done"] == 1 and len(got["part_records"]) == 2
+    assert len(said) == 1 and "ckpt-00002.part-1.pt differs" in said[0] and "sha256" in said[0], said
+    side.unlink()
+    said.clear()
+    assert load_latest(run, say=said.append)["epochs_done"] == 1  # type: ignore[index]
+    assert "are missing" in said[0]
+
+
 def test_state_digest_sees_every_tensor(tmp_path: Path) -> None:
     a = _state(1.0)
     b = _state(1.0)

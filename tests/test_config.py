@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +288,22 @@ def test_model_and_task_accept_import_paths_and_free_options() -> None:
     for bad in ("model.arch=graphsage", "model.arch=pkg.mod", "task.kind=link prediction"):
         with pytest.raises(ConfigError, match="expected one of"):
             load_config(DATASETS / "cora.yaml", [bad])
+
+
+def test_the_config_accepts_exactly_the_registered_builtins() -> None:
+    """One registry per plug-in kind: the names the config takes are the models and tasks
+    that resolve (gnntrain.config.plugins lists each once)."""
+    from gnntrain.models import BUILTIN as MODELS
+    from gnntrain.tasks import BUILTIN as TASKS
+
+    for arch in MODELS:
+        assert load_config(DATASETS / "cora.yaml", [f"model.arch={arch}"]).model.arch == arch
+    for kind in TASKS:
+        assert load_config(DATASETS / "cora.yaml", [f"task.kind={kind}"]).task.kind == kind
+    with pytest.raises(ConfigError, match=rf"expected one of {re.escape(str(list(MODELS)))}"):
+        load_config(DATASETS / "cora.yaml", ["model.arch=graphsage"])
+    with pytest.raises(ConfigError, match=rf"expected one of {re.escape(str(list(TASKS)))}"):
+        load_config(DATASETS / "cora.yaml", ["task.kind=node"])
 
 
 def test_a_dataset_without_features_needs_a_node_embedding() -> None:

@@ -4,6 +4,7 @@ See :mod:`gnntrain.models.protocol` for the protocol and how ``model.arch`` name
 model (a built-in name or ``package.module:factory``).
 """
 
+from gnntrain.config.plugins import import_object
 from gnntrain.models.builtin import BlockGNN, GCNBlockConv
 from gnntrain.models.protocol import (
     BlockModel,
@@ -14,7 +15,6 @@ from gnntrain.models.protocol import (
     block_needs,
     flat_grads,
     has_layerwise,
-    import_object,
     needs_degrees,
     set_flat_grads,
 )

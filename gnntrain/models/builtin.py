@@ -1,7 +1,8 @@
 """The built-in models (``model.arch: sage | gcn | gat``) on sampled blocks with PyG layers.
 
 They follow the model protocol (:mod:`gnntrain.models.protocol`) like any user model and
-are built through the same factory path (:data:`gnntrain.models.registry.BUILTIN`).
+are built through the same factory path (:data:`gnntrain.models.registry.BUILTIN`; the
+names are registered in :mod:`gnntrain.config.plugins`).
 
 Layer ``l`` reads the ``num_src`` rows of block ``l`` and writes only its ``num_dst``
 rows, so no layer computes rows the next one does not need (DGL's blocks; PyG's
@@ -133,6 +134,6 @@ def _builtin(arch: str) -> Callable[[int, int, ModelConfig], BlockGNN]:
     return factory
 
 
-BLOCK_GNNS: dict[str, Callable[[int, int, ModelConfig], nn.Module]] = {
-    name: _builtin(name) for name in ("sage", "gcn", "gat")}
-"""The homogeneous built-ins' factories (:data:`gnntrain.models.registry.BUILTIN` has all)."""
+sage = _builtin("sage")
+gcn = _builtin("gcn")
+gat = _builtin("gat")

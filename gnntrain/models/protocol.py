@@ -25,9 +25,9 @@ Optional, each detected with ``getattr``:
     typed graph; R-GCN reads an edge's relation from it). A typed model may also expose
     ``num_node_types: int``; a graph with more types is refused before training.
 
-A model is chosen by ``model.arch``: a built-in name (``sage``, ``gcn``, ``gat``) or an
-import path ``package.module:factory``. A factory is called as
-``factory(in_dim, out_dim, model_config)`` (``model_config`` the run's
+A model is chosen by ``model.arch``: a built-in name (``sage``, ``gcn``, ``gat``, ...; the
+registry is :mod:`gnntrain.config.plugins`) or an import path ``package.module:factory``.
+A factory is called as ``factory(in_dim, out_dim, model_config)`` (``model_config`` the run's
 :class:`gnntrain.config.ModelConfig`; its free-form ``options`` mapping holds the
 factory's own settings, which the factory type-checks) and returns the ``nn.Module``.
 From Python, :func:`gnntrain.fit` also takes the factory or a module instance itself.
@@ -35,25 +35,20 @@ From Python, :func:`gnntrain.fit` also takes the factory or a module instance it
 
 from __future__ import annotations
 
-import importlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 
-from gnntrain.config import ConfigError, ModelConfig
+from gnntrain.config import ModelConfig
 from samplers.batch import Block
 
 ModelFactory = Callable[[int, int, ModelConfig], nn.Module]
 ModelSpec = str | ModelFactory | nn.Module
 """What names a model: ``model.arch`` (a built-in name or ``module:factory``), a factory,
 or a module instance (copied, so every worker starts from the same parameters)."""
-
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
 
 @runtime_checkable
 class BlockModel(Protocol):
@@ -102,24 +97,6 @@ class BlockNeeds:
 def block_needs(model: nn.Module) -> BlockNeeds:
     return BlockNeeds(degrees=needs_degrees(model),
                       node_types=bool(getattr(model, "needs_node_types", False)))
-
-
-def import_object(path: str, what: str) -> Any:
-    """``package.module:attr`` -> the object; errors name the path and what was wrong."""
-    if not _IMPORT_PATH.match(path):
-        raise ConfigError(f"{what}={path!r}: expected a built-in name or an import path "
-                          "'package.module:name'")
-    mod_name, _, attr = path.partition(":")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConfigError(f"{what}={path!r}: cannot import module {mod_name!r} ({e}); it must be "
-                          "importable where the run starts and on every worker (on a cluster: "
-                          "ship it with `ray job submit --working-dir`)") from None
-    try:
-        return getattr(mod, attr)
-    except AttributeError:
-        raise ConfigError(f"{what}={path!r}: module {mod_name!r} has no attribute {attr!r}") from None
 
 
 def flat_grads(model: nn.Module) -> Tensor:

@@ -1,29 +1,27 @@
-"""Which model ``model.arch`` names, and building it: the one registry of built-in models.
+"""Which model ``model.arch`` names, and building it.
 
-:data:`BUILTIN` maps the built-in names (``gnntrain.config.BUILTIN_ARCHS``, which the config
-checks names against) to their factories; any other ``model.arch`` is an import path
-``package.module:factory`` (:func:`~gnntrain.models.protocol.import_object`).
+:data:`BUILTIN` maps the built-in names to their factories, resolved from the plug-in
+registry (:data:`gnntrain.config.plugins.MODEL_ARCHS`, whose names the config checks
+``model.arch`` against); any other ``model.arch`` is an import path
+``package.module:factory`` (:func:`~gnntrain.config.plugins.import_object`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from gnntrain.config import BUILTIN_ARCHS, ConfigError, ModelConfig
-from gnntrain.models.builtin import BLOCK_GNNS
-from gnntrain.models.hetero_sage import hsage
-from gnntrain.models.protocol import ModelFactory, ModelSpec, import_object
-from gnntrain.models.typed import rgcn
+from gnntrain.config import ConfigError, ModelConfig
+from gnntrain.config.plugins import MODEL_ARCHS, import_object
+from gnntrain.models.protocol import ModelFactory, ModelSpec
 
 __all__ = ["BUILTIN", "build_model", "resolve_factory"]
 
-BUILTIN: dict[str, Callable[[int, int, ModelConfig], nn.Module]] = {**BLOCK_GNNS, "rgcn": rgcn, "hsage": hsage}
+BUILTIN: dict[str, ModelFactory] = {name: import_object(path, "model.arch")
+                                    for name, path in MODEL_ARCHS.items()}
 """``model.arch`` names of the built-in models and their factories."""
-assert tuple(BUILTIN) == BUILTIN_ARCHS, "gnntrain.config.BUILTIN_ARCHS and the registry disagree"
 
 
 def resolve_factory(arch: str) -> ModelFactory:

@@ -62,17 +62,16 @@ one shard in memory at a time.
 """
 
 from gnntrain.predict.cli import main, parse_args
-from gnntrain.predict.nodes import (
+from gnntrain.predict.format import (
     FORMAT_VERSION,
-    WHATS,
     FileEntry,
     Manifest,
     PredictError,
     Shard,
-    predict,
     read_manifest,
     read_predictions,
 )
+from gnntrain.predict.nodes import WHATS, predict
 from gnntrain.predict.pairs import predict_pairs, read_pairs
 
 __all__ = ["FORMAT_VERSION", "WHATS", "FileEntry", "Manifest", "PredictError", "Shard", "main", "parse_args",

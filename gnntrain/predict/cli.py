@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from gnntrain.checkpoint import CHECKPOINT_CHOICES
-from gnntrain.predict.nodes import WHATS, PredictError, predict
+from gnntrain.predict.format import PredictError
+from gnntrain.predict.nodes import WHATS, predict
 from gnntrain.predict.pairs import predict_pairs
 
 __all__ = ["main", "parse_args"]

@@ -1,6 +1,6 @@
-"""Every node's predictions or embeddings (:func:`predict`), written by the workers, and
-the reader of what they wrote (:func:`read_predictions`); the layout and the manifest's
-fields are documented in :mod:`gnntrain.predict`."""
+"""Every node's predictions or embeddings (:func:`predict`), written by the workers; the
+layout, the manifest and the reader are in :mod:`gnntrain.predict.format`, documented in
+:mod:`gnntrain.predict`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from gnntrain.runtime.evaluator import SHARD_FORMATS, _sha256
+from gnntrain.predict.format import (
+    FORMAT_VERSION,
+    SHARD_FORMATS,
+    Manifest,
+    PredictError,
+    Shard,
+    write_manifest_file,
+)
 
 if TYPE_CHECKING:
     from gnntrain.config import RunConfig
@@ -24,52 +28,10 @@ if TYPE_CHECKING:
     from partition import TrainingSet
     from partition.graph import Graph
 
-__all__ = ["FORMAT_VERSION", "WHATS", "FileEntry", "Manifest", "PredictError", "Shard", "open_run", "predict",
-           "read_manifest", "read_predictions"]
+__all__ = ["WHATS", "open_run", "predict"]
 
-FORMAT_VERSION = 1
 WHATS = ("logits", "probs", "embeddings", "node_embedding")
 """The kinds the built-in task writes; a custom task may accept more through ``Task.predict``."""
-
-
-class PredictError(ValueError):
-    """Bad input to ``gnntrain.predict``; the message names the value and what is allowed."""
-
-
-class FileEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    bytes: int
-    sha256: str
-
-
-class Shard(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    part: int
-    rows: int
-    shape: list[int]
-    dtype: str
-    files: dict[str, FileEntry]
-
-
-class Manifest(BaseModel):
-    """``manifest.json``; fields documented in the module docstring."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    format_version: int
-    what: str
-    layer: int
-    format: Literal["npy", "parquet"]
-    dtype: str
-    width: int
-    total_rows: int
-    shards: list[Shard]
-    run_dir: str
-    checkpoint_epoch: int
-    workers: int
-
-
-# ----------------------------------------------------------------------------- writing
 
 
 def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
@@ -167,9 +129,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             dtype=shards[0]["dtype"], width=int(shards[0]["shape"][1]),
             total_rows=sum(int(s["rows"]) for s in shards), shards=[Shard(**s) for s in shards],
             run_dir=str(run.path.resolve()), checkpoint_epoch=int(ckpt["epochs_done"]), workers=workers)
-        from gnntrain.rundir import atomic_write_bytes
-
-        atomic_write_bytes(tmp / "manifest.json", (manifest.model_dump_json(indent=1) + "\n").encode())
+        write_manifest_file(tmp, manifest)
         from partition.build import move_into_place
 
         move_into_place(tmp, out_path)  # the same atomic rename partition sets use
@@ -285,80 +245,3 @@ def _resolve_layer(what: str, layer: int | None, num_layers: int, has_table: boo
                            f"allowed 1..{num_layers} (the rows after that layer; {num_layers} = "
                            "the model's outputs)")
     return layer
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-def read_manifest(path: str | Path) -> Manifest:
-    """The validated ``manifest.json`` of a prediction directory."""
-    p = Path(path) / "manifest.json"
-    if not p.is_file():
-        raise PredictError(f"{str(path)!r} is not a prediction directory (no manifest.json)")
-    raw = json.loads(p.read_text())
-    version = raw.get("format_version") if isinstance(raw, dict) else None
-    if version != FORMAT_VERSION:
-        raise PredictError(f"{p}: format_version={version!r}, this code reads {FORMAT_VERSION}; "
-                           "write the predictions again with this version")
-    try:
-        return Manifest.model_validate(raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise PredictError(f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-
-
-def _checked(root: Path, entry: FileEntry, verify: bool) -> Path:
-    path = root / entry.name
-    if not path.is_file() or path.stat().st_size != entry.bytes:
-        raise PredictError(f"{path}: missing or not {entry.bytes} bytes as manifest.json records; "
-                           "write the predictions again")
-    if verify and _sha256(path) != entry.sha256:
-        raise PredictError(f"{path}: SHA-256 differs from manifest.json (changed after writing); "
-                           "write the predictions again")
-    return path
-
-
-def _read_shard(root: Path, m: Manifest, shard: Shard, part: str, verify: bool) -> np.ndarray:
-    """``part`` (``ids`` or ``values``) of one shard."""
-    if m.format == "npy":
-        arr = np.load(_checked(root, shard.files[part], verify), mmap_mode="r", allow_pickle=False)
-    else:
-        import pyarrow.parquet as pq
-
-        col = pq.read_table(_checked(root, shard.files["table"], verify),
-                            columns=["id" if part == "ids" else "value"]).column(0).combine_chunks()
-        arr = (col.to_numpy() if part == "ids"
-               else col.flatten().to_numpy().reshape(shard.rows, m.width))
-    expect = (shard.rows,) if part == "ids" else tuple(shard.shape)
-    if arr.shape != expect:
-        raise PredictError(f"{root}: shard {shard.part} {part} has shape {arr.shape}, manifest "
-                           f"says {expect}")
-    return arr
-
-
-def read_predictions(path: str | Path, *, verify: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, values)`` of a prediction directory, sorted by original node id.
-
-    Reads one shard at a time into the preallocated result (values are never held
-    twice); ``verify`` checks every file's SHA-256 against the manifest first. A node id
-    that appears twice is an error.
-    """
-    root = Path(path)
-    m = read_manifest(root)
-    all_ids = np.concatenate([np.asarray(_read_shard(root, m, s, "ids", verify), dtype=np.int64)
-                              for s in m.shards]) if m.shards else np.empty(0, np.int64)
-    if all_ids.size != m.total_rows:
-        raise PredictError(f"{root}: {all_ids.size} rows in the shards, manifest says {m.total_rows}")
-    order = np.argsort(all_ids, kind="stable")
-    ids = all_ids[order]
-    dup = np.flatnonzero(ids[1:] == ids[:-1])
-    if dup.size:
-        raise PredictError(f"{root}: node id {int(ids[dup[0]])} appears more than once")
-    pos = np.empty_like(order)
-    pos[order] = np.arange(order.size)
-    values = np.empty((m.total_rows, m.width), dtype=np.dtype(m.dtype))
-    start = 0
-    for s in m.shards:
-        values[pos[start:start + s.rows]] = _read_shard(root, m, s, "values", verify)
-        start += s.rows
-    return ids, values

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnntrain.predict.nodes import PredictError, open_run, predict, read_predictions
+from gnntrain.predict.format import PredictError, read_predictions
+from gnntrain.predict.nodes import open_run, predict
 
 if TYPE_CHECKING:
     from gnntrain.models import ModelSpec

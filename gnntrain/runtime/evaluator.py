@@ -13,8 +13,6 @@ directory, keyed by original node ids; the layout is documented in :mod:`gnntrai
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import torch
 from gnntrain.engine import layer_forward, mix_seed
 from gnntrain.models import block_needs
 from gnntrain.precision import resolve_precision
+from gnntrain.predict.format import write_shard
 from gnntrain.runtime.codec import decode
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
@@ -187,54 +186,3 @@ class Evaluator:
     @property
     def cfg_batch_size(self) -> int:
         return self.access.cfg.sampler.batch_size
-
-
-SHARD_FORMATS = ("npy", "parquet")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _file_entry(path: Path) -> dict[str, Any]:
-    return {"name": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def _save_npy(path: Path, arr: np.ndarray) -> None:
-    with path.open("wb") as f:
-        np.save(f, arr, allow_pickle=False)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def write_shard(out_dir: Path, part_id: int, ids: np.ndarray, values: np.ndarray,
-                fmt: str) -> dict[str, Any]:
-    """Write one part's rows: ``part-<p>.npy`` (values) + ``part-<p>.ids.npy`` (original
-    node ids, int64), or one ``part-<p>.parquet`` (columns ``id`` and ``value``, a
-    fixed-size list per row). Returns the shard's entry of ``manifest.json``."""
-    if fmt not in SHARD_FORMATS:
-        raise ValueError(f"format={fmt!r}: expected one of {SHARD_FORMATS}")
-    if values.ndim != 2 or values.shape[0] != ids.shape[0]:
-        raise ValueError(f"part {part_id}: {ids.shape[0]} ids but values of shape {values.shape}")
-    files: dict[str, dict[str, Any]] = {}
-    if fmt == "npy":
-        for role, name, arr in (("values", f"part-{part_id}.npy", values),
-                                ("ids", f"part-{part_id}.ids.npy", ids)):
-            _save_npy(out_dir / name, np.ascontiguousarray(arr))
-            files[role] = _file_entry(out_dir / name)
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-        table = pa.table({"id": pa.array(ids),
-                          "value": pa.FixedSizeListArray.from_arrays(flat, int(values.shape[1]))})
-        path = out_dir / f"part-{part_id}.parquet"
-        pq.write_table(table, path)
-        files["table"] = _file_entry(path)
-    return {"part": int(part_id), "rows": int(ids.shape[0]), "shape": [int(d) for d in values.shape],
-            "dtype": str(values.dtype), "files": files}

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from gnntrain.config import ConfigError
+from gnntrain.config.plugins import TASK_KINDS, import_object
 from gnntrain.tasks.base import SPLITS, MetricState, SeedBatch, StepOutput, Task
 from gnntrain.tasks.link import LinkPrediction
 from gnntrain.tasks.link_options import LinkOptions
 from gnntrain.tasks.node import NodeClassification
 
-BUILTIN: dict[str, type[Task]] = {NodeClassification.name: NodeClassification,
-                                  LinkPrediction.name: LinkPrediction}
-"""``task.kind`` names of the built-in tasks."""
+BUILTIN: dict[str, type[Task]] = {kind: import_object(path, "task.kind") for kind, path in TASK_KINDS.items()}
+"""``task.kind`` names of the built-in tasks (:data:`gnntrain.config.plugins.TASK_KINDS`) and their classes."""
 
 
 def build_task(kind: str, options: dict[str, Any] | None = None) -> Task:
     """The task ``task.kind`` names (built-in or ``package.module:factory``), made with
     ``options`` as keyword arguments."""
-    from gnntrain.config import ConfigError
-    from gnntrain.models.protocol import import_object
-
     factory = BUILTIN.get(kind) or import_object(kind, "task.kind")
     try:
         task = factory(**(options or {}))

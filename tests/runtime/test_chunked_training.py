@@ -15,7 +15,7 @@ from gnntrain.data.synthetic_chunks import write_synthetic_chunks
 from gnntrain.runtime.coordinator import run_training
 from partition import open_partition_set, quality_report
 from partition.chunked import ChunkedGraph
-from partition.format import file_sha256
+from partition.manifest import sha256_file
 from tests.runtime.helpers import assert_same_state, final_state
 
 SYN = SyntheticConfig(nodes=3000, avg_degree=8, features=16, classes=4, homophily=0.8, feature_noise=1.0)
@@ -53,7 +53,7 @@ def test_chunks_train_like_memory(ray_local: None, tmp_path: Path, monkeypatch: 
     assert pc.name == pm.name
     a, b = open_partition_set(pc), open_partition_set(pm)
     assert {f: e.sha256 for f, e in a.meta.files.items()} == {f: e.sha256 for f, e in b.meta.files.items()}
-    assert file_sha256(pc / "part-1" / "indices.npy") == file_sha256(pm / "part-1" / "indices.npy")
+    assert sha256_file(pc / "part-1" / "indices.npy") == sha256_file(pm / "part-1" / "indices.npy")
     # ... hence the same training, bit for bit (every rank's digest included)
     assert_same_state(final_state(from_chunks), final_state(from_memory), world=2)
 

@@ -174,7 +174,7 @@ def test_counted_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Path
     """Sampling, features, layer-wise evaluation and control over the real Ray transport,
     for every transfer dtype. One pair of actors serves all four: between runs the probe
     switches the dtype its feature reader asks for (the owner encodes what is asked)."""
-    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)  # actor_class builds on it
+    monkeypatch.setattr(ray_group.actor, "WorkerActor", ProbeActor)  # actor_class builds on it
     world = 2
     cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=full", workers=world)
     with recorded_group(cfg, make_graph(300, seed=3), world) as (group, actors, sent):
@@ -200,7 +200,7 @@ def test_sparse_feature_rows_counted_as_ray_serialises(ray_local: None, tmp_path
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Mostly-zero rows travel as CSR (fewer values than rows x width) and are still counted
     exactly as Ray serialises them, for a full-width and a narrowed dtype."""
-    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    monkeypatch.setattr(ray_group.actor, "WorkerActor", ProbeActor)
     world = 2
     cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=full", workers=world)
     g = sparse_features(make_graph(300, seed=3, num_features=64))
@@ -220,7 +220,7 @@ def test_embedding_bytes_equal_what_ray_serialises(ray_local: None, tmp_path: Pa
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A learnable node embedding adds row reads (``embedding``) and gradient pushes
     (``embedding_grad``): counted exactly as Ray serialises them, like every other category."""
-    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    monkeypatch.setattr(ray_group.actor, "WorkerActor", ProbeActor)
     world = 2
     cfg = tiny_cfg(tmp_path, "train.epochs=1", "train.eval=sampled",
                    "model.node_embedding={dim: 6, optimizer: sparse_adagrad}", workers=world)

@@ -3,6 +3,7 @@ trains exactly like one process, checkpoints restore it, bad input is refused ea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from gnntrain.predict import predict, read_predictions
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from partition import open_training_set
+from partition.manifest import record_file
 from tests.conftest import make_graph
 from tests.runtime.helpers import (
     ONE_STEP,
@@ -195,7 +197,12 @@ def test_checkpoint_table_of_another_shape_is_refused_before_training(tmp_path: 
     name = final_state(first)["part_files"][0]
     state = load_part_file(run, name)
     state["embedding"]["table"] = state["embedding"]["table"][:150]
-    torch.save(state, run.path / "checkpoints" / name)
+    side = run.path / "checkpoints" / name
+    torch.save(state, side)
+    main = side.with_name(name.split(".part-")[0] + ".pt")
+    ckpt = torch.load(main, weights_only=True)
+    ckpt["part_records"][0] = dataclasses.asdict(record_file(side))  # a consistent checkpoint
+    torch.save(ckpt, main)
     cfg = load_config(raw=run.read_config_raw(), overrides=["train.epochs=2"])
     with pytest.raises(ValueError, match=r"shape \(150, 6\).*200 nodes x model.node_embedding.dim=6"):
         run_training(cfg, single_process=True, graph=g, resume=run, progress=False)

@@ -38,7 +38,7 @@ def test_typed_bytes_equal_what_ray_serialises_and_add_up_by_type(
         ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, dtype: str) -> None:
     """Typed replies (one group per node type, a dtype per type) counted as Ray sends them;
     only papers have features, so every value that travels is a paper's, at its dtype."""
-    monkeypatch.setattr(ray_group, "WorkerActor", ProbeActor)
+    monkeypatch.setattr(ray_group.actor, "WorkerActor", ProbeActor)
     world = 2
     cfg = typed_cfg(tmp_path, "train.epochs=1", "train.eval=full", f"train.feature_dtype={spec}",
                     "model.options={node_types: 4, relations: 8, bases: 2}", workers=world,

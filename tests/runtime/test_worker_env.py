@@ -148,7 +148,7 @@ def test_workers_map_mid_sized_blocks_on_their_own(settings: str) -> None:
 def test_worker_actor_trims_after_every_coordinator_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Also after a call that raises (a fault, a bad request)."""
     trims: list[int] = []
-    monkeypatch.setattr(ray_group, "trim_heap", lambda: trims.append(1) or True)
+    monkeypatch.setattr(ray_group.actor, "trim_heap", lambda: trims.append(1) or True)
 
     class Stub:
         def call(self, name: str, *args: Any) -> Any:

@@ -1,0 +1,256 @@
+"""The coordinator's side of a Ray worker group: place and start the actors, call them,
+wait for their replies while watching for stalls, and name the worker that failed."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from gnntrain.config import RunConfig
+from gnntrain.models import ModelSpec
+from gnntrain.runtime import interrupts
+from gnntrain.runtime.cluster import worker_runtime_env
+from gnntrain.runtime.comm import wire_bytes
+from gnntrain.runtime.group import Watch, WorkerGroup
+from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
+from gnntrain.runtime.ray_group import actor
+from gnntrain.runtime.ray_group.stall import StallWatch, furthest_behind, position
+from gnntrain.runtime.worker import WorkerInfo
+from gnntrain.runtime.worker_pool import POOL, IdleGroup, group_key, kill_group
+from gnntrain.tasks import Task
+
+__all__ = ["STARTUP_S", "PlacementError", "RayGroup", "WorkerFailure"]
+
+
+class WorkerFailure(RuntimeError):
+    """A worker died, raised, or did not answer in time."""
+
+    def __init__(self, rank: int, phase: str, cause: str) -> None:
+        cause = re.sub(r"\x1b\[[0-9;]*m", "", cause)  # Ray colours its tracebacks
+        super().__init__(f"worker {rank} failed during {phase}: {cause}")
+        self.rank = rank
+        self.phase = phase
+        self.cause = cause
+
+
+class PlacementError(RuntimeError):
+    """The cluster could not place the workers' placement group in time."""
+
+
+STARTUP_S = 120.0
+"""The least time a worker may take to start (import torch and PyG, load its part) on a
+loaded machine before it is reported as stalled."""
+
+
+class RayGroup(WorkerGroup):
+    """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
+
+    def __init__(self, cfg: RunConfig, part_path: str, world: int, model: ModelSpec, task: Task,
+                 attempt: int = 0, nodes: list[str] | None = None) -> None:
+        """``nodes``: the node id each rank is pinned to (:mod:`~gnntrain.runtime.placement`);
+        None lets Ray pack the ranks where they fit."""
+        self.cfg = cfg
+        self.world = world
+        self.stall_s = cfg.cluster.stall_timeout_s
+        self.control_bytes = np.zeros(world, dtype=np.int64)
+        self.control_messages = np.zeros(world, dtype=np.int64)
+        total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        per = cfg.cluster.cpus_per_worker or min(1.0, total_cpus / world)
+        if nodes is None and per * world > total_cpus + 1e-9:
+            raise ValueError(
+                f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
+                f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
+        gpus = 0.0
+        if cfg.train.device == "cuda":  # several workers may share one GPU
+            gpus = cfg.cluster.gpus_per_worker or min(1.0, float(ray.cluster_resources().get("GPU", 0)) / world)
+            if gpus <= 0:
+                raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
+        # pinned ranks sharing a node share its CPUs
+        cpus = [per] * world if nodes is None else bundle_cpus(nodes, alive_nodes(), per)
+        raw = cfg.model_dump(mode="json")
+        env = worker_runtime_env()  # allocator settings; user code the driver imported
+        self.key = group_key(world, cpus, gpus, env, actor.WorkerActor)
+        self.healthy = True  # False once a call failed or was interrupted: never kept then
+        self.actors: list[Any] = []
+        self.pg: Any = None
+        kept = POOL.take(self.key, nodes)
+        if kept is not None:
+            self.pg, self.actors = kept.pg, kept.actors
+            try:
+                self._get([a.load.remote(raw, part_path, r, world, model, task)
+                           for r, a in enumerate(self.actors)], "start-up")
+            except WorkerFailure:  # a kept worker died or cannot load: start a new group
+                kill_group(self.actors, self.pg)
+                self.pg, self.actors, self.healthy, kept = None, [], True, None
+        try:
+            if kept is None:
+                POOL.make_room(sum(cpus), gpus * world)
+                self._start(raw, env, cpus, gpus, nodes, part_path, model, task)
+            # an actor still being built (imports, loading its part) cannot answer: start-up
+            # gets at least STARTUP_S
+            up = max(self.stall_s, STARTUP_S)
+            master = self._get([self.actors[0].address.remote()], "start-up", ranks=[0], stall_s=up)[0]
+            self.pids = self._get([a.pid.remote() for a in self.actors], "start-up", stall_s=up)
+            self.nodes: list[str] = self._get([a.node.remote() for a in self.actors], "start-up")
+            backend = "nccl" if gpus >= 1 else "gloo"  # NCCL needs one GPU per rank
+            infos = self._get([a.setup.remote(self.actors, master, attempt, backend)
+                               for a in self.actors], "setup")
+        except BaseException:
+            self.healthy = False
+            self.shutdown()
+            raise
+        self.infos = [WorkerInfo(**i) for i in infos]
+
+    def _start(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
+               nodes: list[str] | None, part_path: str, model: ModelSpec, task: Task) -> None:
+        """Place the group's bundles (one per rank, on ``nodes`` when pinned) and start
+        its actors."""
+        world = len(cpus)
+        bundles = [{"CPU": c, **({"GPU": gpus} if gpus else {})} for c in cpus]
+        self.pg = placement_group(bundles, strategy="PACK", **(
+            {} if nodes is None else {"bundle_label_selector": [{NODE_LABEL: n} for n in nodes]}))
+        if not self.pg.wait(timeout_seconds=int(max(10, self.cfg.cluster.connect_timeout_s))):
+            remove_placement_group(self.pg)
+            self.pg = None
+            where = "" if nodes is None else f" on nodes {nodes} (by rank)"
+            raise PlacementError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
+                                 f"({ray.cluster_resources()})")
+        cls = actor.actor_class()
+        self.actors = [
+            cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
+                        runtime_env=env,
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(
+                            placement_group=self.pg, placement_group_bundle_index=r)
+                        ).remote(raw, part_path, r, world, model, task)
+            for r in range(world)]
+
+    def diagnose(self, timeout_s: float = 5.0, ranks: list[int] | None = None) -> list[dict[str, Any]]:
+        """Each worker's progress (or that it does not answer), to name a stuck worker."""
+        ranks = list(range(len(self.actors))) if ranks is None else ranks
+        refs = {r: self.actors[r].progress.remote() for r in ranks}
+        deadline = time.monotonic() + timeout_s
+        out: list[dict[str, Any]] = []
+        for r, ref in refs.items():
+            try:
+                out.append({"rank": r, **ray.get(ref, timeout=max(0.01, deadline - time.monotonic()))})
+            except GetTimeoutError:
+                out.append({"rank": r, "phase": "not answering"})
+            except RayError as e:
+                out.append({"rank": r, "phase": f"dead ({e.__class__.__name__})"})
+        return out
+
+    def _culprit(self, rank: int, cause: str, phase: str,
+                 prog: list[dict[str, Any]] | None = None) -> WorkerFailure:
+        """Blame the worker that is dead, silent, or furthest behind, not its waiting peers."""
+        try:
+            prog = prog or self.diagnose()
+        except Exception:  # noqa: BLE001 - diagnosis is best effort
+            return WorkerFailure(rank, phase, cause)
+        culprit = furthest_behind(prog, rank)
+        state = "; ".join(f"worker {p['rank']}: {position(p)}" for p in prog)
+        note = f"\nworkers at failure: {state}"
+        if culprit != rank:
+            note += f"\n(worker {rank} reported the error; worker {culprit} is the one behind)"
+        return WorkerFailure(culprit, phase, cause + note)
+
+    def _get(self, refs: list[Any], phase: str, timeout: float | None = None,
+             ranks: list[int] | None = None, stall_s: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
+        """Wait for the replies of ``refs`` (from workers ``ranks``, default ``0..``): as long
+        as one of the workers still busy makes progress (see :class:`StallWatch`), and at
+        most ``timeout`` seconds when given. ``stall_s`` replaces the stall limit. Every
+        round of progress answers also goes to ``watch`` (a progress bar), then at least
+        once a second. Failures name the worker and the cause."""
+        try:
+            return self._wait(refs, phase, timeout, ranks, stall_s, watch)
+        except BaseException:
+            self.healthy = False
+            raise
+
+    def _wait(self, refs: list[Any], phase: str, timeout: float | None, ranks: list[int] | None,
+              stall_s: float | None, watch: Watch | None) -> list[Any]:
+        stall_s = stall_s or self.stall_s
+        ranks = list(range(len(refs))) if ranks is None else ranks
+        rank_of = {id(ref): r for ref, r in zip(refs, ranks, strict=True)}
+        t0 = time.monotonic()
+        deadline = t0 + timeout if timeout else None
+        stalls = StallWatch(stall_s)
+        stalls.start(ranks, t0)
+        poll = min(5.0 if watch is None else 1.0, max(0.2, stall_s / 10))
+        next_poll = t0 + poll
+        pending = list(refs)
+        while pending:
+            interrupts.raise_pending()  # a Ctrl-C dropped in a weakref callback
+            now = time.monotonic()
+            busy = [rank_of[id(r)] for r in pending]
+            if deadline is not None and now >= deadline:
+                raise self._culprit(busy[0], phase=phase, cause=(
+                    f"no reply within {timeout:.0f}s (workers still busy: {busy})"))
+            if now >= next_poll:
+                prog = self.diagnose(timeout_s=poll, ranks=busy)
+                now = time.monotonic()
+                for p in prog:
+                    stalls.update(p["rank"], p, now)
+                if watch is not None:
+                    watch(prog)
+                if stalls.stalled(busy, now):
+                    culprit = furthest_behind(prog, busy[0])
+                    still = stalls.still_for(culprit, now)
+                    raise self._culprit(culprit, phase=phase, prog=prog, cause=(
+                        f"worker {culprit} made no progress for {still:.0f}s "
+                        f"(limit {stall_s:g}s, cluster.stall_timeout_s) at "
+                        f"{position(next(p for p in prog if p['rank'] == culprit))}; "
+                        f"workers still busy: {busy}"))
+                next_poll = now + poll
+            wait_s = next_poll - now if deadline is None else min(next_poll, deadline) - now
+            done, pending = ray.wait(pending, num_returns=1, timeout=max(0.01, wait_s))
+            for ref in done:
+                try:
+                    ray.get(ref)
+                except RayTaskError as e:
+                    raise self._culprit(rank_of[id(ref)], phase=phase, cause=f"raised:\n{e}") from None
+                except RayActorError as e:
+                    raise WorkerFailure(rank_of[id(ref)], phase, f"process died ({e.__class__.__name__}): "
+                                        f"{str(e)[-4000:]}") from None
+                except RayError as e:
+                    raise WorkerFailure(rank_of[id(ref)], phase, repr(e)) from None
+        return ray.get(refs)
+
+    def call(self, name: str, *args: Any, phase: str, timeout: float | None = None,
+             watch: Watch | None = None) -> list[Any]:
+        """One call to every worker; its arguments and replies count as ``control``."""
+        self.control_bytes += wire_bytes(name, *args)
+        self.control_messages += 1
+        out = self._get([a.call.remote(name, *args) for a in self.actors], phase, timeout, watch=watch)
+        self.control_bytes += np.array([wire_bytes(o) for o in out], dtype=np.int64)
+        self.control_messages += 1
+        return out
+
+    def call_one(self, rank: int, name: str, *args: Any, phase: str) -> Any:
+        return self._get([self.actors[rank].call.remote(name, *args)], phase, ranks=[rank])[0]
+
+    def take_control(self) -> tuple[list[int], list[int]]:
+        b, m = self.control_bytes.tolist(), self.control_messages.tolist()
+        self.control_bytes[:] = 0
+        self.control_messages[:] = 0
+        return b, m
+
+    def shutdown(self) -> None:
+        """Kill the workers and remove their placement group; inside
+        :func:`~gnntrain.runtime.worker_pool.reuse_workers`, keep a healthy group instead."""
+        actors, self.actors = self.actors, []
+        if self.healthy and POOL.active and actors:
+            try:
+                pids = ray.get([a.release.remote() for a in actors], timeout=30)
+            except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
+                pids = None
+            if pids is not None and POOL.keep(IdleGroup(self.key, actors, self.pg, pids, list(self.nodes))):
+                return
+        kill_group(actors, self.pg)

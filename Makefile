@@ -1,13 +1,14 @@
 # Two commands on a fresh machine: `make demo` (train on the embedded default) and
 # `make test` (the whole suite). Both create .venv first; the pinned torch==2.13.0 is
-# the CPU wheel (see README for a CUDA build).
+# the CPU wheel (see README for a CUDA build). `make docs` builds the documentation site
+# (strict: a broken link, a missing reference or an undocumented public name fails it).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PIP_INSTALL) torch==2.13.0 -e '.[test]'
+	$(PIP_INSTALL) torch==2.13.0 -e '.[test,docs]'
 	touch $@
 
 # Real datasets for the test suite, the demo and the smoke benchmark: $GNNTRAIN_DATA if
@@ -16,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 GNNTRAIN_DATA ?= $(abspath ../shared/datasets)
 test demo bench-smoke: export GNNTRAIN_DATA := $(GNNTRAIN_DATA)
 
-.PHONY: install demo test lint bench-smoke
+.PHONY: install demo test lint docs bench-smoke
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -31,8 +32,12 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples
-	$(VENV)/bin/mypy gnntrain partition samplers bench examples
+	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples docs/hooks
+	$(VENV)/bin/mypy gnntrain partition samplers bench examples docs/hooks
+
+# The site goes to build/site (git-ignored); nothing is fetched from the network.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench-smoke: $(VENV)/.installed
 	$(PY) -m bench.smoke

@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 
 # Real datasets for the test suite, the demo and the smoke benchmark: $GNNTRAIN_DATA if
 # set, else the shared store beside the checkout (the library itself defaults to
-# ~/.cache/gnntrain/datasets; see README, "Datasets and configs").
+# ~/.cache/gnntrain/datasets; see docs/reference/datasets.md).
 GNNTRAIN_DATA ?= $(abspath ../shared/datasets)
 test demo bench-smoke: export GNNTRAIN_DATA := $(GNNTRAIN_DATA)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import json
 import re
 import sys
@@ -43,6 +42,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from bench_tables import render_bench  # noqa: E402
+from rst import md_text, rst_to_md  # noqa: E402
 
 
 def use_checkout() -> None:
@@ -53,17 +53,9 @@ def use_checkout() -> None:
 
 PACKAGES = ("gnntrain", "partition", "samplers")
 MARKER = re.compile(r"^<!-- gen:(\w+)\s*(\S*)\s*-->$", re.MULTILINE)
-_ROLE = re.compile(r":\w+:`~?([^`]+)`")
 
 
 # --- text helpers -------------------------------------------------------------------------
-
-def md_text(doc: str | None) -> str:
-    """A docstring's reStructuredText roles and double backticks as Markdown code spans."""
-    text = inspect.cleandoc(doc or "")
-    text = _ROLE.sub(r"`\1`", text)
-    return text.replace("``", "`").replace("::\n", ":\n")
-
 
 def cell(text: str) -> str:
     """Text for one Markdown table cell (one line, pipes escaped)."""
@@ -217,34 +209,6 @@ def render_cli(target: str) -> str:
 
 
 # --- module docstrings -------------------------------------------------------------------
-
-def rst_to_md(doc: str) -> str:
-    """A docstring's text as Markdown: each ``::`` literal block (the indented lines after a
-    line ending in ``::``) becomes a fenced code block; roles and double backticks become
-    code spans outside the blocks."""
-    out: list[str] = []
-    lines = inspect.cleandoc(doc).splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.rstrip().endswith("::"):
-            lead = line.rstrip()[:-2].rstrip()
-            if lead:
-                out.append(md_text(lead + ":"))
-            i += 1
-            block: list[str] = []
-            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" ")):
-                block.append(lines[i])
-                i += 1
-            while block and not block[-1].strip():
-                block.pop()
-            body = inspect.cleandoc("\n".join(block)) if block else ""
-            out += ["", "```text", body, "```", ""]
-            continue
-        out.append(md_text(line) if line.strip() else "")
-        i += 1
-    return "\n".join(out)
-
 
 def render_moduledoc(module: str) -> str:
     return rst_to_md(importlib.import_module(module).__doc__ or "")

@@ -8,6 +8,7 @@ page is read on GitHub), which :func:`on_page_markdown` replaces before Markdown
 * ``<!-- gen:cli MODULE:FUNCTION -->``: a command line from its argparse parser builder
   (``gnntrain.run:build_parser``);
 * ``<!-- gen:api PACKAGE -->``: one mkdocstrings block per name in ``PACKAGE.__all__``;
+* ``<!-- gen:formats -->``: the on-disk formats with their current versions;
 * ``<!-- gen:moduledoc MODULE -->``: a module's docstring (the on-disk formats are
   documented field by field where they are written), literal blocks as code;
 * ``<!-- gen:bench FILE -->``: the tables of a benchmark run from its JSON under
@@ -210,6 +211,26 @@ def render_cli(target: str) -> str:
 
 # --- module docstrings -------------------------------------------------------------------
 
+FORMATS = (  # (format, module, version constant, written by)
+    ("partition set", "partition.format", "FORMAT_VERSION", "`partition.build_partition_set`"),
+    ("typed partition set", "partition.hetero_store", "TYPED_FORMAT_VERSION",
+     "`partition.hetero_store.build_hetero_partition_set`"),
+    ("chunks", "partition.chunked", "CHUNK_FORMAT_VERSION", "`partition.chunked.write_chunks`"),
+    ("predictions", "gnntrain.predict.nodes", "FORMAT_VERSION", "`python -m gnntrain.predict`"),
+    ("run directory", "gnntrain", "__version__", "`gnntrain.fit`, `python -m gnntrain.run` "
+     "(`summary.json`'s `version`)"),
+)
+
+
+def render_formats() -> str:
+    """The on-disk formats and their versions, read from the constants the writers use."""
+    out = ["| format | version | constant | written by |", "|---|---|---|---|"]
+    for name, module, const, writer in FORMATS:
+        value = getattr(importlib.import_module(module), const)
+        out.append(f"| {name} | {value} | `{module}.{const}` | {writer} |")
+    return "\n".join(out)
+
+
 def render_moduledoc(module: str) -> str:
     return rst_to_md(importlib.import_module(module).__doc__ or "")
 
@@ -255,6 +276,7 @@ GENERATORS: dict[str, Callable[[str], str]] = {
     "cli": render_cli,
     "api": render_api,
     "moduledoc": render_moduledoc,
+    "formats": lambda _: render_formats(),
     "bench": lambda name: render_bench(DOCS / "benchmarks" / "data" / name),
 }
 

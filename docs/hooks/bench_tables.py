@@ -13,9 +13,10 @@ from typing import Any
 def machine_line(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
     gpu = "GPU" if m.get("gpu") else "no GPU"
+    load = [x for x in (m.get("loadavg_1m"), data.get("loadavg_after")) if isinstance(x, int | float)]
     return (f"Machine: {m.get('cpus')} cores ({m.get('cpu_model')}), {m.get('mem_gib')} GiB, {gpu}; "
             f"Python {m.get('python')}, torch {m.get('torch')}; load average "
-            f"{m.get('loadavg_1m')} before, {data.get('loadavg_after', '?')} after.")
+            + " to ".join(f"{x:.1f}" for x in load) + " (before and after the run).")
 
 
 def command_line(module: str, data: dict[str, Any]) -> str:

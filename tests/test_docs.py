@@ -78,3 +78,11 @@ def test_every_snippet_names_an_example_that_exists() -> None:
     for page in DOCS.rglob("*.md"):
         for path in re.findall(r'--8<-- "([^"]+)"', page.read_text()):
             assert (REPO / path).is_file(), (page, path)
+
+
+@pytest.mark.parametrize("page", ["README.md", "bench/RESULTS.md", "CHANGELOG.md"])
+def test_relative_links_outside_the_site_resolve(page: str) -> None:
+    """README, RESULTS and the changelog are read on their own (the site checks its pages)."""
+    path = REPO / page
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text()):
+        assert (path.parent / target).exists(), (page, target)

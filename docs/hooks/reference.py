@@ -52,6 +52,7 @@ def use_checkout() -> None:
     if sys.path[:1] != [str(REPO)]:
         sys.path.insert(0, str(REPO))
 
+
 PACKAGES = ("gnntrain", "partition", "samplers")
 MARKER = re.compile(r"^<!-- gen:(\w+)\s*(\S*)\s*-->$", re.MULTILINE)
 

@@ -1,6 +1,7 @@
 # Two commands on a fresh machine: `make demo` (train on the embedded default) and
 # `make test` (the whole suite). Both create .venv first; the pinned torch==2.13.0 is
-# the CPU wheel (see README for a CUDA build).
+# the CPU wheel (see README for a CUDA build). `make docs` builds the documentation site
+# (strict: a broken link, a missing reference or an undocumented public name fails it).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
@@ -10,17 +11,17 @@ PURELIB = $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])
 # core (the suite's processes then load torch from .pyc files, as after a plain pip install).
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PIP_INSTALL) --no-compile torch==2.13.0 -e '.[test]'
+	$(PIP_INSTALL) --no-compile torch==2.13.0 -e '.[test,docs]'
 	$(PY) -m compileall -q -j 0 $(PURELIB) > /dev/null || true  # some test files need a newer Python, as under pip
 	touch $@
 
 # Real datasets for the test suite, the demo and the smoke benchmark: $GNNTRAIN_DATA if
 # set, else the shared store beside the checkout (the library itself defaults to
-# ~/.cache/gnntrain/datasets; see README, "Datasets and configs").
+# ~/.cache/gnntrain/datasets; see docs/reference/datasets.md).
 GNNTRAIN_DATA ?= $(abspath ../shared/datasets)
 test demo bench-smoke: export GNNTRAIN_DATA := $(GNNTRAIN_DATA)
 
-.PHONY: install demo test lint bench-smoke
+.PHONY: install demo test lint docs bench-smoke
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -36,8 +37,12 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples
-	$(VENV)/bin/mypy gnntrain partition samplers bench examples
+	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples docs/hooks
+	$(VENV)/bin/mypy gnntrain partition samplers bench examples docs/hooks
+
+# The site goes to build/site (git-ignored); nothing is fetched from the network.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench-smoke: $(VENV)/.installed
 	$(PY) -m bench.smoke

@@ -16,6 +16,9 @@ The public API (version 0.4), importable from the package itself:
   the worker processes of earlier runs (seed sweeps; :mod:`gnntrain.runtime.worker_pool`).
 * :class:`PygLayers` — the adapter that makes plain PyG layers (``conv(x, edge_index)``)
   a gnntrain model (:mod:`gnntrain.models.protocol` is the model protocol).
+* ``__version__`` — the package version, set once in ``pyproject.toml``
+  (:mod:`gnntrain.version`); ``python -m gnntrain.run --version`` prints it and every
+  run's ``summary.json`` records it.
 
 Importing this package is cheap: it loads neither Ray nor torch (the names above are
 imported on first use). It sets ``THP_MEM_ALLOC_ENABLE=1`` in the environment unless set
@@ -30,8 +33,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from gnntrain.allocator import use_huge_pages
+from gnntrain.version import package_version
 
-__version__ = "0.4.0"
+__version__ = package_version()
+"""The version of this package: ``pyproject.toml``'s ``version`` (:mod:`gnntrain.version`)."""
 
 use_huge_pages()  # before torch's first allocation, when gnntrain is imported first
 

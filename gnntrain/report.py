@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gnntrain import __version__
 from gnntrain.runtime.comm import CATEGORIES
 
 
@@ -56,6 +57,7 @@ def build_summary(cfg_raw: dict[str, Any], epochs: list[dict[str, Any]], *, work
     by_type = ({c: {t: sum(x[c][t] for x in typed) / n for t in typed[0][c]} for c in typed[0]}
                if typed else {})
     return {
+        "version": __version__,  # of the gnntrain that trained the run
         "dataset": cfg_raw.get("dataset", {}).get("name"),
         "workers": workers,
         "partition_method": cfg_raw.get("partition", {}).get("method"),

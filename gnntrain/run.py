@@ -22,14 +22,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from gnntrain import api
+from gnntrain import __version__, api
 from gnntrain.config import ConfigError, RunConfig
 from gnntrain.rundir import RunDir
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "datasets" / "synthetic-tiny.yaml"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m gnntrain.run`` (the reference pages are generated from it)."""
     ap = argparse.ArgumentParser(prog="python -m gnntrain.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", type=Path, default=None,
@@ -44,7 +45,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="continue a run from its last checkpoint")
     ap.add_argument("--run-dir", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return ap.parse_args(argv)
+    ap.add_argument("--version", action="version", version=f"gnntrain {__version__}",
+                    help="print gnntrain's version and exit")
+    return ap
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunDir | None]:

@@ -11,7 +11,10 @@
     ├── summary.json       final figures (what the terminal table shows)
     ├── failures.json      worker failures and recoveries (only when there were any)
     ├── error.log          full traceback of the error that ended the run (only then)
-    ├── checkpoints/       ckpt-<epoch>.pt, the last K kept, each written atomically
+    ├── checkpoints/       ckpt-<epoch>.pt, the last K kept, each written atomically (with every
+    │                      rank's state digest); best.pt: the epoch with the best validation metric
+    ├── predictions/       what ``python -m gnntrain.predict`` wrote (only after it ran)
+    ├── tb/                TensorBoard events (only when tensorboard is installed)
     └── *.png              loss/accuracy, bytes per epoch, worker heatmap, per-part balance
 
 A run never reuses another run's directory: a clash of names gets a ``-N`` suffix. The

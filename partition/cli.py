@@ -28,7 +28,8 @@ from partition.steps import StepRecorder
 # for the dataset loaders and the run config of ``gnntrain`` (tests/test_layering.py).
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m partition`` (the reference pages are generated from it)."""
     p = argparse.ArgumentParser(
         prog="python -m partition", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Partition a dataset's graph (or reuse its stored partition set) and print "
@@ -70,7 +71,7 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     from partition.render import print_comparison
     from samplers.config import hop_fanouts
 
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     overrides = list(args.set)
     if args.parts is not None:
         overrides.append(f"partition.parts={args.parts}")

@@ -24,15 +24,19 @@ class PartitionConfig(BaseModel):
                            "coarsening over row blocks, METIS on the coarse graph, refinement) or kahypar "
                            "(Mt-KaHyPar, the optional extra gnntrain[kahypar], then the same refinement)")
     parts: int = Field(1, ge=1, description="number of parts k (one Ray worker each)")
-    objective: Literal["cut", "vol"] = "cut"
+    objective: Literal["cut", "vol"] = Field("cut", description="what METIS minimises: edge cut or "
+                                             "communication volume")
     imbalance: float = Field(1.05, ge=1.0, le=2.0, description="max/mean load tolerated per constraint")
-    balance_train: bool = True
-    balance_edges: bool = True
+    balance_train: bool = Field(True, description="balance training nodes (the task's training "
+                                "weight per node) over the parts")
+    balance_edges: bool = Field(True, description="balance in-edges over the parts")
     balance_node_types: bool = Field(True, description="typed graphs: balance each node type's count "
                                       "over the parts too (types with at least 1/(imbalance-1) nodes "
                                       "per part), as DistDGL does")
-    seed: int = 0
-    allow_empty_train: bool = False
-    root: str = "partitions"
+    seed: int = Field(0, description="partitioner seed: the same seed gives the same parts")
+    allow_empty_train: bool = Field(False, description="allow parts without training nodes (more "
+                                    "parts than training nodes)")
+    root: str = Field("partitions", description="directory of stored partition sets; a relative "
+                      "path is resolved on the driver")
     metis_spill: bool = Field(True, description="let METIS keep big coarsened graphs in temporary "
                               "files: ~60% less METIS memory on large graphs, ~20% slower, same parts")

@@ -91,6 +91,8 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+"""The format version of a homogeneous partition set (``meta.json``'s ``format_version``);
+a set of another version is refused with the command that rebuilds it."""
 SET_FILES = ("global_degrees.npy", "new_ids.npy", "orig_ids.npy")
 PART_FILES = ("indptr.npy", "indices.npy", "x.npy", "y.npy", "train_idx.npy", "val_idx.npy",
               "test_idx.npy", "orig_ids.npy", "halo_ids.npy", "halo_offsets.npy")

@@ -204,6 +204,8 @@ class TypedTrainingSet:
 
 
 TrainingSet = PartitionSet | TypedTrainingSet
+"""The partition set a run trains on: a homogeneous set (format 1) or a typed one (format 2,
+shown to the runtime as one graph by :class:`TypedTrainingSet`)."""
 
 
 def trains_typed(graph: Graph) -> bool:

@@ -15,7 +15,9 @@ class CacheConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    policy: Literal["none", "degree", "presample", "lru", "fifo"] = "none"
+    policy: Literal["none", "degree", "presample", "lru", "fifo"] = Field(
+        "none", description="none; degree: the remote rows of highest degree (PaGraph); presample: "
+        "the rows a pre-sampling pass touched most (GNNLab); lru, fifo: filled as rows arrive")
     size: float | dict[str, float] = Field(
         0.0, description="fraction of remote rows (<= 1) or a row count (> 1), or bytes with "
         "unit: bytes. On a typed graph one size is shared by the node types (each type the same "
@@ -23,7 +25,7 @@ class CacheConfig(BaseModel):
         "same way against that type's remote rows, and the types it does not name are not cached")
     unit: Literal["auto", "rows", "bytes"] = Field(
         "auto", description="how to read size: auto (fraction if <= 1, else rows), rows, or bytes")
-    presample_epochs: int = Field(1, ge=1)
+    presample_epochs: int = Field(1, ge=1, description="epochs of sampling that presample counts")
 
     @field_validator("size")
     @classmethod
@@ -74,14 +76,22 @@ class SamplerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    fanouts: list[int | dict[str, int]] = Field(default_factory=lambda: _default_fanouts())
-    batch_size: int = 1024
-    replace: bool = False
-    weighted: bool = False
-    shuffle: bool = True
+    fanouts: list[int | dict[str, int]] = Field(
+        default_factory=lambda: _default_fanouts(),
+        description="neighbours drawn per hop, the hop next to the seeds first (one per model "
+        "layer); -1 takes all; on a typed graph a hop may map relations to fanouts")
+    batch_size: int = Field(1024, description="seeds (link prediction: positive edges) per step "
+                            "on each worker; the global batch is workers x batch_size")
+    replace: bool = Field(False, description="draw neighbours with replacement")
+    weighted: bool = Field(False, description="draw neighbours by edge weight (training runs carry "
+                           "no edge weights and refuse it)")
+    shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")
-    seed_order: Literal["random", "locality"] = "random"
-    cache: CacheConfig = Field(default_factory=lambda: CacheConfig.model_validate({}))
+    seed_order: Literal["random", "locality"] = Field(
+        "random", description="locality: each part's training nodes in reverse Cuthill-McKee order, "
+        "so a batch is a run of nearby seeds (fewer remote rows, batches skewed to few classes)")
+    cache: CacheConfig = Field(default_factory=lambda: CacheConfig.model_validate({}),
+                               description="the cache of remote feature rows")
 
     @field_validator("fanouts")
     @classmethod

@@ -138,6 +138,25 @@ def test_load_bad_input(tmp_path: Path) -> None:
         gnntrain.load(tmp_path)
 
 
+def test_version_comes_from_pyproject_beside_the_package_else_the_metadata(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout's pyproject.toml wins over installed metadata (an editable install's copy
+    goes stale when the version changes); an installed wheel, with no pyproject.toml beside
+    it, reads its metadata; another project's pyproject.toml is not ours."""
+    from gnntrain import version as v
+
+    ours, foreign = tmp_path / "ours.toml", tmp_path / "foreign.toml"
+    ours.write_text('[project]\nname = "gnntrain"\nversion = "9.8.7"\n')
+    foreign.write_text('[project]\nname = "other"\nversion = "1.0"\n')
+    assert v.source_version(ours) == "9.8.7"
+    assert v.source_version(foreign) is None and v.source_version(tmp_path / "absent.toml") is None
+    monkeypatch.setattr(v, "version", lambda name: "0.3.0")  # stale editable metadata
+    monkeypatch.setattr(v, "PYPROJECT", ours)
+    assert v.package_version() == "9.8.7"
+    monkeypatch.setattr(v, "PYPROJECT", tmp_path / "absent.toml")  # an installed wheel
+    assert v.package_version() == "0.3.0"
+
+
 def test_package_exports_are_lazy_and_versioned() -> None:
     import tomllib
 

@@ -1,11 +1,14 @@
-"""`python -m gnntrain.report` re-renders a finished run and compares runs side by side."""
+"""`python -m gnntrain.report` re-renders a finished run and compares runs side by side;
+``summary.json`` records the gnntrain version that trained the run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+import gnntrain
 from gnntrain import report
 from gnntrain.runtime.coordinator import run_training
 from tests.conftest import make_graph
@@ -16,6 +19,7 @@ def test_report_rerenders_and_compares(tmp_path: Path, capsys: pytest.CaptureFix
     s = run_training(tiny_cfg(tmp_path, "train.epochs=2"), single_process=True, graph=make_graph(200),
                      progress=False)
     run = Path(s["run_dir"])
+    assert json.loads((run / "summary.json").read_text())["version"] == gnntrain.__version__
     for png in run.glob("*.png"):
         png.unlink()
     assert report.main([str(run)]) == 0

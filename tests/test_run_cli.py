@@ -69,3 +69,13 @@ def test_the_process_exits_2(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: --workers=0: must be >= 1", done.stderr
+
+
+def test_version_prints_pyprojects_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gnntrain {version}"

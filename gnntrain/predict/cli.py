@@ -12,10 +12,11 @@ from gnntrain.predict.format import PredictError
 from gnntrain.predict.nodes import WHATS, predict
 from gnntrain.predict.pairs import predict_pairs
 
-__all__ = ["main", "parse_args"]
+__all__ = ["build_parser", "main", "parse_args"]
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m gnntrain.predict`` (the reference pages are generated from it)."""
     import gnntrain.predict as package  # its docstring is the CLI's description
 
     doc = package.__doc__ or ""
@@ -38,7 +39,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "else the newest); last: the newest checkpoint (default best)")
     ap.add_argument("--single-process", action="store_true",
                     help="one in-process worker over the whole graph (no Ray, no partition set)")
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

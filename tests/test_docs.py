@@ -1,0 +1,88 @@
+"""The documentation's generated reference covers the code: every public name of
+``gnntrain``, ``partition`` and ``samplers`` has a docstring and a reference entry, every
+config field and every command-line option appears, and every generated section of every
+page renders (``docs/hooks``; ``make docs`` builds the site itself)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO
+
+DOCS = REPO / "docs"
+CLIS = ("gnntrain.run:build_parser", "gnntrain.predict.cli:build_parser", "partition.cli:build_parser")
+
+
+@pytest.fixture(scope="module")
+def hooks() -> ModuleType:
+    sys.path.insert(0, str(DOCS / "hooks"))
+    spec = importlib.util.spec_from_file_location("docs_reference", DOCS / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("package", ["gnntrain", "partition", "samplers"])
+def test_every_public_name_is_documented_and_in_the_reference(hooks: ModuleType, package: str) -> None:
+    page = (DOCS / "reference" / ("api.md" if package == "gnntrain" else f"{package}.md")).read_text()
+    assert f"<!-- gen:api {package} -->" in page
+    api = hooks.render_api(package)
+    names = hooks.public_names(package)
+    assert names and all(f"::: {package}.{n}\n" in api for n in names)
+    assert hooks.undocumented((package,)) == []
+
+
+def test_every_config_field_is_in_the_reference(hooks: ModuleType) -> None:
+    assert "<!-- gen:config -->" in (DOCS / "reference" / "config.md").read_text()
+    text = hooks.render_config()
+    fields = hooks.config_fields()
+    assert {"train.epochs", "dataset.synthetic.nodes", "sampler.cache.policy",
+            "faults.schedule[].rank", "model.node_embedding.dim"} <= set(fields)
+    missing = [f for f in fields if f"| `{f}` |" not in text]
+    assert missing == []
+
+
+def test_every_cli_option_is_in_the_reference(hooks: ModuleType) -> None:
+    import importlib
+
+    page = (DOCS / "reference" / "cli.md").read_text()
+    for target in CLIS:
+        assert f"<!-- gen:cli {target} -->" in page
+        text = hooks.render_cli(target)
+        module, func = target.split(":")
+        parser = getattr(importlib.import_module(module), func)()
+        for action in parser._actions:
+            if action.help != "==SUPPRESS==":
+                for flag in action.option_strings or [action.dest]:
+                    assert f"`{flag}`" in text, (target, flag)
+
+
+def test_every_generated_section_renders(hooks: ModuleType) -> None:
+    pages = sorted(DOCS.rglob("*.md"))
+    markers = [m for p in pages for m in hooks.MARKER.findall(p.read_text())]
+    assert {kind for kind, _ in markers} == set(hooks.GENERATORS)
+    for page in pages:
+        text = page.read_text()
+        if hooks.MARKER.search(text) and "gen:api" not in text:  # api blocks are rendered by mkdocstrings
+            out = hooks.expand(text)
+            assert not hooks.MARKER.search(out), page
+
+
+def test_every_snippet_names_an_example_that_exists() -> None:
+    for page in DOCS.rglob("*.md"):
+        for path in re.findall(r'--8<-- "([^"]+)"', page.read_text()):
+            assert (REPO / path).is_file(), (page, path)
+
+
+@pytest.mark.parametrize("page", ["README.md", "bench/RESULTS.md", "CHANGELOG.md"])
+def test_relative_links_outside_the_site_resolve(page: str) -> None:
+    """README, RESULTS and the changelog are read on their own (the site checks its pages)."""
+    path = REPO / page
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text()):
+        assert (path.parent / target).exists(), (page, target)

@@ -8,7 +8,7 @@ allocates its layer outputs and their gradients afresh, and glibc maps allocatio
 32 MiB anew every time: each first touch then faulted in 4 KiB pages. Allocating and
 filling a 50,374 x 256 float32 tensor took ~22 ms with 4 KiB pages and ~5 ms with huge
 pages at one thread, and a float32 training step of ``bench.epoch``'s workload ~0.67x as
-long (``bench/RESULTS.md``, "epoch"). torch reads the variable once, at its first CPU
+long (``docs/benchmarks/epoch.md``). torch reads the variable once, at its first CPU
 allocation, so importing ``gnntrain`` sets it (before any tensor exists, when gnntrain is
 imported before torch allocates) and the worker actors start with it in their environment
 (:data:`gnntrain.runtime.cluster.WORKER_MALLOC_ENV`). A value already in the

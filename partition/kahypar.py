@@ -27,7 +27,7 @@ to give the same parts, as with METIS.
 
 Limits. The wheel's ids are 32-bit; the graph, its symmetrised CSR, an edge list and
 Mt-KaHyPar's own copy are in this process at once (1M nodes / 20M edges: 2.6 GiB, 2.7x METIS's
-largest process; bench/RESULTS.md).
+largest process; docs/benchmarks/kahypar.md).
 ``partition.objective: vol`` (METIS's communication volume) has no graph counterpart here and
 is refused.
 """

@@ -14,7 +14,7 @@ grouped by destination), GraphSAGE and GCN aggregate with one sparse CSR x dense
 (``torch.sparse.mm``, PyG's ``adj_t`` path) over the same PyG parameters; a block without
 it (an ``edge_index`` only, e.g. :mod:`gnntrain.fullbatch`) goes through PyG's per-edge
 gather/scatter. Both compute the same function (tests check forward and gradients); the
-CSR path was ~1.3x faster per training step on synthetic-small (``bench/RESULTS.md``).
+CSR path was ~1.3x faster per training step on synthetic-small (``python -m bench.epoch``).
 GAT always runs PyG's ``GATConv`` on ``edge_index`` (attention is per edge).
 """
 

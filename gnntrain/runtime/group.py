@@ -72,7 +72,7 @@ class LocalGroup(WorkerGroup):
         self.world = 1
         if cfg.sampler.prefetch > 0:
             # leave one core to the sampling thread: oversubscribed cores doubled the epoch
-            # time on the 2-core bench machine (bench/RESULTS.md, "epoch")
+            # time on the 2-core bench machine (docs/benchmarks/epoch.md)
             torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
         self.worker = Worker(cfg, Part.whole_graph(graph), rank=0, world=1,
                              degrees=graph.in_degrees(), num_classes=graph.num_classes, peers=None,

@@ -39,7 +39,7 @@ OGB's examples and PyG's ``LinkNeighborLoader``; with ``exclude_targets`` the ba
 positive edges and their reverses are kept out of its sampled blocks, so a model cannot
 read a target edge off its own input (DGL's ``exclude='reverse_id'``). On ca-HepPh the
 exclusion cost 7 points of test Hits@50 and let it collapse after the best epoch
-(bench/RESULTS.md, "link_recipe"), hence off by default.
+(docs/benchmarks/link_recipe.md), hence off by default.
 
 **Decoders**: ``dot`` (``<h_u, h_v>``) or ``mlp``, the model's own ``decoder`` module
 applied to ``h_u * h_v`` (:func:`with_mlp_decoder` builds one; any model with a

@@ -20,7 +20,7 @@ fanouts [10, 10] per relation: ours over the graph trained as one (a relation id
 edges as a DGL heterograph (an int fanout there is per edge type), in the same run.
 
 Before timing, the first batches are checked against the sampler's contract (exit status 1
-when a check fails, ``bench.verdict``): every sampled edge is an edge of the graph, each
+when a check fails, ``bench.harness.verdict``): every sampled edge is an edge of the graph, each
 node gets min(in-degree, fanout) distinct neighbours, ``input_nodes`` start with the
 seeds and the blocks chain, and the thread pool yields the same batches as one thread.
 Times are reported, never asserted.
@@ -28,7 +28,6 @@ Times are reported, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -41,16 +40,25 @@ from typing import Any
 
 import numpy as np
 
-from bench._dgl_hetero import write_npz
-from bench.verdict import Check, check, conclude
+from bench.harness import (
+    OUT,
+    Check,
+    bench_parser,
+    check,
+    conclude,
+    last_json,
+    out_path,
+    peer,
+    start_peer,
+)
+from bench.harness.peer import write_hetero_npz
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from samplers import CSRSource, NeighborSampler, SampledBatch
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024
-OUT = Path(__file__).resolve().parent / "out"
-DGL_HETERO = Path(__file__).resolve().parent / "_dgl_hetero.py"
+DGL_HETERO = peer.script("_dgl_hetero.py")
 CHECK_BATCHES = 3
 
 
@@ -237,15 +245,17 @@ def _run_dgl(python: str, script: list[str], write: Callable[[Path], None], args
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "g.npz"
         write(path)
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         try:
-            out = subprocess.run([python, *script, str(path), *args],
-                                 capture_output=True, text=True, env=env, timeout=1800, check=True)
+            out = start_peer(python, [*script, str(path), *args], timeout_s=1800,
+                             env={"OMP_NUM_THREADS": str(threads)})
         except (subprocess.SubprocessError, OSError) as e:
-            err = getattr(e, "stderr", "") or str(e)
-            print(f"  DGL run failed: {err.strip().splitlines()[-1] if err.strip() else e}")
+            print(f"  DGL run failed: {e}")
             return None
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    if out.returncode != 0:
+        err = out.stderr.strip()
+        print(f"  DGL run failed: {err.splitlines()[-1] if err else f'exit status {out.returncode}'}")
+        return None
+    return last_json(out.stdout)
 
 
 def typed_problems(batch: SampledBatch, indptr: np.ndarray, edge_rel: np.ndarray,
@@ -310,7 +320,7 @@ def run_typed(label: str, papers: int, n_batches: int, threads: int, repeats: in
     if dgl_python:
         for t in sorted({1, threads}):
             res = _run_dgl(dgl_python, [str(DGL_HETERO), "sample"],
-                           lambda p: write_npz(p, hg, TYPED_FANOUTS, seeds=local),
+                           lambda p: write_hetero_npz(p, hg, TYPED_FANOUTS, seeds=local),
                            [str(n_batches), str(t)], t)
             if res is not None:
                 rows.append({"graph": label, "impl": "dgl", "threads": t, **res})
@@ -328,14 +338,13 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny graph, a few batches")
+    ap = bench_parser(__doc__, smoke="tiny graph, a few batches")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="'all cores' thread count (default: every CPU)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the best counts")
     ap.add_argument("--only", choices=["homogeneous", "typed"], help="one section only")
     args = ap.parse_args(argv)
-    dgl_python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    dgl_python = peer.dgl_python()
     repeats = 1 if args.smoke else args.repeats
     if args.smoke:
         plan, typed_plan = [("20k/400k", 20_000, 8, 2)], [("MAG 10k", 4_000, 3)]
@@ -362,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                               "python": sys.version.split()[0]}
     status = conclude("sampling", checks, result)
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / ("sampling-smoke.json" if args.smoke else "sampling.json")
+    path = out_path("sampling", smoke=args.smoke)
     path.write_text(json.dumps(result, indent=2))
     print(f"wrote {path}")
     return status

@@ -34,13 +34,12 @@ model's one-process run, with standard errors (one seed's difference is mostly t
 
 Test accuracy at the epoch with the best validation accuracy (evaluated every 5 epochs),
 with the published supervised HAN Micro-F1 beside it (ACM 85.11, DBLP 90.16; HeCo paper,
-Table 3). Exit status 1 when a correctness check fails (``bench.verdict``): every run
+Table 3). Exit status 1 when a correctness check fails (``bench.harness.verdict``): every run
 lowers its loss. The accuracy gaps are targets, reported. JSON: bench/out/typed.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -50,9 +49,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.spread import gap, spread
-from bench.verdict import Check, check, finish
+from bench.harness import (
+    Check,
+    bench_config,
+    bench_parser,
+    check,
+    finish,
+    gap,
+    machine,
+    out_path,
+    quiet,
+    read_metrics,
+    spread,
+)
 from gnntrain.config import RunConfig
 from gnntrain.models.hetero_sage import relation_dst
 from partition.graph import Graph
@@ -303,8 +312,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="a small synthetic typed graph (seconds)")
+    ap = bench_parser(__doc__, smoke="a small synthetic typed graph (seconds)")
     ap.add_argument("--datasets", default="acm,dblp", help="comma-separated typed configs")
     ap.add_argument("--no-reference", action="store_true", help="skip the PyG full-batch reference")
     ap.add_argument("--workers", default=None,
@@ -336,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         out["rows"] += rows
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]
-    return finish("typed", checks, out, OUT / f"{tag}.json")
+    return finish("typed", checks, out, out_path(tag))
 
 
 if __name__ == "__main__":

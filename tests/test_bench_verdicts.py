@@ -23,7 +23,7 @@ import bench.epoch
 import bench.partition
 import bench.sampling
 import bench.smoke
-from bench.verdict import check, conclude
+from bench.harness.verdict import check, conclude
 from samplers import CSRSource, Neighbors
 from tests.conftest import make_graph
 

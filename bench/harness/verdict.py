@@ -17,6 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from partition.graph import Graph
+
 
 @dataclass(frozen=True)
 class Check:
@@ -59,3 +63,10 @@ def finish(module: str, checks: Sequence[Check], out: dict[str, Any], path: Path
     path.write_text(json.dumps(out, indent=1, default=str))
     print(f"wrote {path}")
     return status
+
+
+def majority_share(graph: Graph) -> float:
+    """Test accuracy of always predicting the most common test label: the floor a
+    training benchmark's accuracy must beat."""
+    y = graph.y[graph.test_idx]
+    return float(np.bincount(y).max() / y.size) if y.size else 0.0

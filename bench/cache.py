@@ -23,13 +23,14 @@ capacity for that epoch) and the oracle's rate not falling as the cache grows.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import numpy as np
 
-from bench.harness import OUT, Check, bench_parser, check, conclude, out_path
+from bench.harness.cli import bench_parser
+from bench.harness.paths import out_path
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from partition.graph import Graph
@@ -169,13 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                               "fanouts": FANOUTS, "batch_size": BATCH, "table": table, "parts": per_part,
                               "keys": {"presample": PRESAMPLE_KEY, "warm": WARM_KEY, "measure": MEASURE_KEY}}
     print()
-    status = conclude("cache", checks(table), result)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = (out_path("cache", smoke=True) if args.smoke else
-            out_path(f"cache-{nodes}" if args.nodes else "cache"))
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return status
+    return finish("cache", checks(table), result,
+                  out_path("cache", smoke=True) if args.smoke else
+                  out_path(f"cache-{nodes}" if args.nodes else "cache"))
 
 
 if __name__ == "__main__":

@@ -72,19 +72,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.harness import (
-    OUT,
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    conclude,
-    machine,
-    missing_data,
-    out_path,
-    quiet,
-    read_metrics,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.paths import OUT, bench_config, missing_data, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.api import override_items
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
@@ -523,10 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     out["total_s"] = time.perf_counter() - t_start
     print(f"\ntotal {out['total_s']:.0f} s; load average now {os.getloadavg()[0]:.2f} "
           f"(was {info['loadavg_1m']})")
-    status = conclude("comm", checks, out)
-    path.write_text(json.dumps(out, indent=1, default=str))
-    print(f"wrote {path}")
-    return status
+    return finish("comm", checks, out, path)
 
 
 def ray_sections(small: RunConfig, only: list[str], args: argparse.Namespace, out: dict[str, Any],

@@ -49,22 +49,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.harness import (
-    DATASETS,
-    MIB,
-    OUT,
-    Check,
-    Finished,
-    bench_parser,
-    check,
-    finish,
-    loadavg,
-    machine,
-    missing_data,
-    out_path,
-    run_limited,
-    run_root,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB
+from bench.harness.paths import DATASETS, OUT, missing_data, out_path, run_root
+from bench.harness.runs import Finished, run_limited
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import data_root, load_config
 
 RUNS = run_root("configs")

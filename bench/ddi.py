@@ -31,16 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.harness import (
-    bench_config,
-    bench_parser,
-    check,
-    finish,
-    machine,
-    out_path,
-    quiet,
-    read_metrics,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import machine
+from bench.harness.verdict import check, finish
 from gnntrain.config import data_root
 from gnntrain.data.link import EdgeSplit, load_ogbl
 from gnntrain.tasks import ranking

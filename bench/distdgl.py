@@ -50,27 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import (
-    GIB,
-    OUT,
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    dgl_python,
-    finish,
-    loadavg,
-    machine,
-    out_path,
-    quiet,
-    read_metrics,
-    script,
-    start_peer,
-    timed,
-)
-from bench.harness.memory import DISTDGL_PEER, peak_rss
-from bench.harness.peer import dgl_state
-from bench.harness.verdict import majority_share
+from bench.harness.cli import bench_parser
+from bench.harness.memory import DISTDGL_PEER, GIB, peak_rss
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.peer import dgl_python, dgl_state, script, start_peer
+from bench.harness.runs import quiet, read_metrics, timed
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, finish, majority_share
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from partition.graph import Graph

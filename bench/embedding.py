@@ -42,19 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import (
-    OUT,
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    conclude,
-    machine,
-    out_path,
-    own_peak,
-    quiet,
-    read_metrics,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.memory import own_peak
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.report import fmt_bytes
 
 SECTIONS = ("accuracy", "bytes", "memory")
@@ -221,9 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                             all(c == 0 for m in out["memory"] for c in m["exit_codes"]),
                             str([m["exit_codes"] for m in out["memory"]])))
     out["loadavg_after"] = os.getloadavg()[0]
-    code = conclude("bench.embedding", checks, out)
-    path.write_text(json.dumps(out, indent=1, default=str))
-    return code
+    return finish("bench.embedding", checks, out, path)
 
 
 if __name__ == "__main__":

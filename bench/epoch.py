@@ -52,31 +52,20 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.harness import (
-    OUT,
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    drop_run,
-    finish,
-    loadavg,
-    machine,
-    out_path,
-    peer,
-    quiet,
-    read_metrics,
-    run_peer,
-    timed,
-)
-from bench.harness.peer import dgl_state
-from bench.harness.verdict import majority_share
+from bench.harness import peer
+from bench.harness.cli import bench_parser
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.peer import dgl_state, run_peer
+from bench.harness.runs import drop_run, quiet, read_metrics, timed
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, finish, majority_share
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
@@ -202,8 +191,10 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
             "loadavg_before": load_before, "loadavg_after": loadavg()}
 
 
-def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) -> dict[str, Any]:
-    """Seconds per training step for the four combinations of the two speed-ups."""
+def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2,
+              clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Seconds per training step for the four combinations of the two speed-ups, by
+    ``clock`` (wall time; ``bench.regress`` passes CPU time)."""
     import gnntrain.models.builtin as models
     from samplers import Block, CSRSource, NeighborSampler
     from samplers.config import resolve_fanouts
@@ -236,13 +227,13 @@ def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) 
                 model.train()
                 times = []
                 for r in range(repeats + 1):  # the first pass warms up and is not timed
-                    t0 = time.perf_counter()
+                    t0 = clock()
                     for x, y, with_csr, without in data:
                         opt.zero_grad()
                         F.cross_entropy(model(with_csr if csr else without, x), y).backward()
                         opt.step()
                     if r:
-                        times.append((time.perf_counter() - t0) / batches)
+                        times.append((clock() - t0) / batches)
                 key = f"{'csr' if csr else 'edge_index'}+{'fused' if fuse else 'F.dropout'}"
                 out[key] = float(np.median(times))
     finally:

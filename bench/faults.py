@@ -50,17 +50,11 @@ from typing import Any
 import psutil
 import yaml
 
-from bench.harness import (
-    OUT,
-    REPO,
-    bench_parser,
-    check,
-    conclude,
-    machine,
-    out_path,
-    quiet,
-    run_root,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.paths import OUT, REPO, out_path, run_root
+from bench.harness.runs import quiet
+from bench.harness.system import machine
+from bench.harness.verdict import check, conclude
 from bench.nodes import spawn_drill
 from gnntrain.checkpoint import load_latest, state_digest
 from gnntrain.config import RunConfig, load_config

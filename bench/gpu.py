@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.harness import bench_parser
+from bench.harness.cli import bench_parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,8 +30,10 @@ from typing import Any
 
 import psutil
 
-from bench.harness import MIB, PeakMeter, bench_parser, children_peak, out_path, tree
-from bench.partition_scale import OUT, check_set, graph_cfg, peak_mib
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, PeakMeter, children_peak, tree
+from bench.harness.paths import out_path, write_json
+from bench.partition_scale import check_set, graph_cfg, peak_mib
 
 METHODS = ("metis", "kahypar")
 
@@ -143,9 +145,7 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
                  ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9)) if bad]
     print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")
     print(f"total {total:.0f} s")
-    OUT.mkdir(parents=True, exist_ok=True)
-    out_path("kahypar").write_text(json.dumps({"graph": base, "rows": rows, "checks": checks, "total_s": total},
-                                                 indent=1, default=str))
+    write_json({"graph": base, "rows": rows, "checks": checks, "total_s": total}, out_path("kahypar"))
     return 1 if failures else 0
 
 

@@ -63,22 +63,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.harness import (
-    OUT,
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    dgl_python,
-    finish,
-    gap,
-    machine,
-    out_path,
-    quiet,
-    read_metrics,
-    run_peer,
-    spread,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.peer import dgl_python, run_peer
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.stats import gap, spread
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.runtime.driver import advance
 from gnntrain.tasks import LinkPrediction, build_task, ranking

@@ -31,19 +31,12 @@ import sys
 import time
 from typing import Any
 
-from bench.harness import (
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    finish,
-    gap,
-    machine,
-    out_path,
-    quiet,
-    read_metrics,
-    spread,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.stats import gap, spread
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from bench.link import SMOKE, loaded_task, pyg_reference
 from gnntrain.config import RunConfig
 

@@ -35,7 +35,6 @@ the same graph and k; METIS spill and in-memory modes give the same parts, bare 
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -47,20 +46,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.harness import (
-    MIB,
-    OUT,
-    Check,
-    bench_parser,
-    check,
-    conclude,
-    dgl_python,
-    last_json,
-    out_path,
-    script,
-    start_peer,
-)
-from bench.harness.peer import write_hetero_npz
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB
+from bench.harness.paths import OUT, out_path
+from bench.harness.peer import dgl_python, last_json, script, start_peer, write_hetero_npz
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import (
     CsvDataset,
     DatasetConfig,
@@ -475,11 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         names, real_ks = (["cora"], [2, 4]) if args.smoke else (list(REAL), [2, 4, 8, 16])
         result["real"], more = real(names, real_ks, con)
         checks += more
-    status = conclude("partition", checks, result)
-    path = out_path("partition", smoke=args.smoke)
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    con.print(f"wrote {path}")
-    return status
+    return finish("partition", checks, result, out_path("partition", smoke=args.smoke))
 
 
 if __name__ == "__main__":

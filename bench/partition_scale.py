@@ -64,18 +64,9 @@ from typing import Any
 import numpy as np
 import psutil
 
-from bench.harness import (
-    MIB,
-    OUT,
-    PeakMeter,
-    bench_parser,
-    children_peak,
-    out_path,
-    own_peak,
-    polled,
-    tree,
-)
-from bench.harness.memory import peak_rss
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, PeakMeter, children_peak, own_peak, peak_rss, polled, tree
+from bench.harness.paths import out_path, write_json
 
 
 def graph_cfg(args: dict[str, Any]) -> Any:
@@ -414,10 +405,8 @@ def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool, 
     print(f"edge cut {c['edge_cut']:.3f}, imbalance {c['imbalance']}; total {time.perf_counter() - t0:.0f} s")
     held = f"round trip of {c['sampled_nodes']} sampled nodes, every node once, balance <= 1.05, training ran"
     print(f"correctness (gated): {held if not failures else 'FAILED: ' + '; '.join(failures)}")
-    OUT.mkdir(parents=True, exist_ok=True)
     tag = "partition_scale-beyond-smoke" if a["smoke"] else "partition_scale-beyond"
-    (out_path(tag)).write_text(json.dumps({"graph": a, "rows": rows,
-                                                 "total_s": time.perf_counter() - t0}, indent=1, default=str))
+    write_json({"graph": a, "rows": rows, "total_s": time.perf_counter() - t0}, out_path(tag))
     return 1 if failures else 0
 
 
@@ -473,9 +462,7 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
               f"largest process / METIS path {mem:.2f} (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
     print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")
     print(f"total {total:.0f} s")
-    OUT.mkdir(parents=True, exist_ok=True)
-    out_path("partition_scale", smoke=smoke).write_text(
-        json.dumps(result, indent=1, default=str))
+    write_json(result, out_path("partition_scale", smoke=smoke))
     return 1 if failures else 0
 
 

@@ -16,7 +16,6 @@ The 1-minute load average is printed with every figure. JSON: bench/out/precisio
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -24,7 +23,10 @@ import numpy as np
 import torch
 
 from bench.epoch import SMOKE, WORKLOAD
-from bench.harness import OUT, bench_config, bench_parser, loadavg, out_path, quiet, read_metrics
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path, write_json
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import loadavg
 from gnntrain.data import load_dataset
 from gnntrain.engine import EpochStats, Prepared, make_optimizer, train_step
 from gnntrain.models import build_model
@@ -102,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * r['bf16']['test_acc']:.1f}% ({r['diff_points']:+.1f} points); epoch s "
               f"fp32 {r['fp32']['epoch_s']:.2f}, bf16 {r['bf16']['epoch_s']:.2f} "
               f"(load {r['loadavg_before']}-{r['loadavg_after']})")
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = out_path("precision", smoke=args.smoke)
-    path.write_text(json.dumps(out, indent=1))
-    print(f"wrote {path}")
+    write_json(out, out_path("precision", smoke=args.smoke))
     ok = all(v["bf16"]["test_acc"] is not None for k, v in out.items() if k != "steps")
     return 0 if ok else 1
 

@@ -28,7 +28,6 @@ Times are reported, never asserted.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -40,24 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import (
-    OUT,
-    Check,
-    bench_parser,
-    check,
-    conclude,
-    last_json,
-    out_path,
-    peer,
-    start_peer,
-)
-from bench.harness.peer import write_hetero_npz
+from bench.harness import peer
+from bench.harness.cli import bench_parser
+from bench.harness.paths import out_path
+from bench.harness.peer import last_json, start_peer, write_hetero_npz
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from samplers import CSRSource, NeighborSampler, SampledBatch
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024
+Clock = Callable[[], float]
 DGL_HETERO = peer.script("_dgl_hetero.py")
 CHECK_BATCHES = 3
 
@@ -152,12 +145,12 @@ def verify(sampler: NeighborSampler, indptr: np.ndarray, indices: np.ndarray, se
 
 
 def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
-               threads: int, repeats: int) -> dict[str, float]:
+               threads: int, repeats: int, clock: Clock = time.perf_counter) -> dict[str, float]:
     use = seeds[:n_batches * BATCH]
     best = float("inf")
     edges = 0
     for r in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         if threads == 1:
             edges = 0
             for i in range(n_batches):
@@ -166,18 +159,18 @@ def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
         else:
             edges = sum(b.num_sampled_edges for b in sampler.iter_batches(
                 use, BATCH, key=r, shuffle=False, num_threads=threads))
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return {"seeds_per_s": use.size / best, "edges_per_s": edges / best, "seconds": best}
 
 
 def _time_numpy(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
-                n_batches: int) -> dict[str, float]:
+                n_batches: int, clock: Clock = time.perf_counter) -> dict[str, float]:
     rng = np.random.default_rng(0)
     numpy_baseline(indptr, indices, seeds[:BATCH], rng)
-    t0 = time.perf_counter()
+    t0 = clock()
     edges = sum(numpy_baseline(indptr, indices, seeds[i * BATCH:(i + 1) * BATCH], rng)
                 for i in range(n_batches))
-    dt = time.perf_counter() - t0
+    dt = clock() - t0
     return {"seeds_per_s": n_batches * BATCH / dt, "edges_per_s": edges / dt, "seconds": dt}
 
 
@@ -212,7 +205,10 @@ def _time_dgl(python: str, indptr: np.ndarray, indices: np.ndarray, seeds: np.nd
 
 
 def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: int,
-              repeats: int, dgl_python: str | None) -> tuple[list[dict[str, Any]], list[Check]]:
+              repeats: int, dgl_python: str | None,
+              clock: Clock = time.perf_counter) -> tuple[list[dict[str, Any]], list[Check]]:
+    """Rows (ours per thread count, numpy, DGL) and the contract's checks on one power-law
+    graph; times by ``clock`` (wall time; ``bench.regress`` passes CPU time)."""
     t0 = time.perf_counter()
     g = generate(SyntheticConfig(nodes=nodes, avg_degree=20.0, features=1, classes=2,
                                  power_law=2.5, seed=0), name=label)
@@ -226,9 +222,9 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
     rows: list[dict[str, Any]] = []
     for t in sorted({1, threads}):
         rows.append({"graph": label, "impl": "ours", "threads": t,
-                     **_time_ours(sampler, seeds, n_batches, t, repeats)})
+                     **_time_ours(sampler, seeds, n_batches, t, repeats, clock)})
     rows.append({"graph": label, "impl": "numpy", "threads": 1,
-                 **_time_numpy(g.indptr, g.indices, seeds, min(np_batches, n_batches))})
+                 **_time_numpy(g.indptr, g.indices, seeds, min(np_batches, n_batches), clock)})
     if dgl_python:
         for t in sorted({1, threads}):
             res = _time_dgl(dgl_python, g.indptr, g.indices, seeds, n_batches, t)
@@ -369,12 +365,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['edges_per_s']:>12,.0f} {ratio}  {r['baseline']}")
     result: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, "rows": rows,
                               "python": sys.version.split()[0]}
-    status = conclude("sampling", checks, result)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = out_path("sampling", smoke=args.smoke)
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return status
+    return finish("sampling", checks, result, out_path("sampling", smoke=args.smoke))
 
 
 if __name__ == "__main__":

@@ -80,8 +80,10 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.harness import DATASETS, MIB, bench_parser, own_meter
-from bench.harness import OUT as OUT_ROOT
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, own_meter
+from bench.harness.paths import DATASETS
+from bench.harness.paths import OUT as OUT_ROOT
 from gnntrain.config import ConfigError, RunConfig, SyntheticDataset, load_config
 from gnntrain.data.synthetic import generate
 from gnntrain.report import fmt_bytes

@@ -53,23 +53,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import (
-    MIB,
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    conclude,
-    finish,
-    kill,
-    loadavg,
-    machine,
-    out_path,
-    quiet,
-    rss,
-    run_root,
-    wait_gone,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, rss
+from bench.harness.paths import bench_config, out_path, run_root
+from bench.harness.procs import kill, wait_gone
+from bench.harness.runs import quiet
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, conclude, finish
 from gnntrain.api import override_items
 from gnntrain.config import RunConfig
 from gnntrain.rundir import RunDir

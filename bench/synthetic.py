@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import OUT, bench_parser, check, conclude, out_path
+from bench.harness.cli import bench_parser
+from bench.harness.paths import out_path
+from bench.harness.verdict import check, finish
 
 
 def _maxrss_mb() -> float:
@@ -273,16 +275,11 @@ def main(argv: list[str] | None = None) -> int:
                                     nodes=20_000 if args.smoke else 1_000_000)
     _print(result)
     gen = result["generation"]
-    status = conclude("synthetic", [
+    return finish("synthetic", [
         check("the chunked and one-shot generators build the same graph", result["same_graph"],
               f"content hashes {sorted({r['hash'] for r in ok})}"),
         *[check(f"generation {r['method']} ran", "error" not in r, r.get("error", "")) for r in gen],
-    ], result)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = (out_path("synthetic", smoke=True) if args.smoke else out_path(f"synthetic-{nodes}"))
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return status
+    ], result, out_path("synthetic", smoke=True) if args.smoke else out_path(f"synthetic-{nodes}"))
 
 
 if __name__ == "__main__":

@@ -49,19 +49,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.harness import (
-    Check,
-    bench_config,
-    bench_parser,
-    check,
-    finish,
-    gap,
-    machine,
-    out_path,
-    quiet,
-    read_metrics,
-    spread,
-)
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.stats import gap, spread
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.models.hetero_sage import relation_dst
 from partition.graph import Graph

@@ -19,25 +19,17 @@ trained. JSON: bench/out/workers.json (``workers-smoke.json``).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import numpy as np
 
 from bench.distdgl import SMOKE, WORKLOAD
-from bench.harness import (
-    GIB,
-    OUT,
-    bench_config,
-    bench_parser,
-    loadavg,
-    out_path,
-    quiet,
-    read_metrics,
-    timed,
-)
-from bench.harness.memory import peak_rss
+from bench.harness.cli import bench_parser
+from bench.harness.memory import GIB, peak_rss
+from bench.harness.paths import bench_config, out_path, write_json
+from bench.harness.runs import quiet, read_metrics, timed
+from bench.harness.system import loadavg
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.simulate import simulate_k
@@ -109,10 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"graph": {"name": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges,
                      "train": int(graph.train_idx.size)}, "epochs": epochs, "measured": rows,
            "simulated": sims, "cpus": os.cpu_count(), "config": cfg.model_dump(mode="json")}
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = out_path(tag)
-    path.write_text(json.dumps(out, indent=1, default=float))
-    print(f"wrote {path}")
+    write_json(out, out_path(tag))
     ok = all(r["epoch_s"] > 0 and r["peak_rss_gib"] for r in rows)
     if not ok:
         print("FAILED: a measured row has no epoch time or no worker RSS")

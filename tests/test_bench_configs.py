@@ -24,7 +24,7 @@ from bench.configs import (
     read_run,
     row,
 )
-from bench.harness import Finished, run_limited
+from bench.harness.runs import Finished, run_limited
 from bench.smoke import MODULES
 
 

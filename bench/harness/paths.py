@@ -4,6 +4,7 @@ files a dataset config names that are absent here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,14 @@ DATASETS = REPO / "datasets"
 def out_path(name: str, *, smoke: bool = False, suffix: str = "") -> Path:
     """``bench/out/<name>[-smoke]<suffix>.json``: where benchmark ``name`` writes its figures."""
     return OUT / f"{name}{'-smoke' if smoke else ''}{suffix}.json"
+
+
+def write_json(doc: Any, path: Path) -> None:
+    """Write ``doc`` as indented JSON to ``path`` (its directory made; values JSON does not
+    know written as strings) and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
 
 
 def run_root(tag: str) -> Path:

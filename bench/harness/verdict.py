@@ -11,7 +11,6 @@ them and returns 1 when any failed, so ``python -m bench.smoke`` catches the fai
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.paths import write_json
 from partition.graph import Graph
 
 
@@ -59,9 +59,7 @@ def conclude(module: str, checks: Sequence[Check], out: dict[str, Any] | None = 
 def finish(module: str, checks: Sequence[Check], out: dict[str, Any], path: Path) -> int:
     """:func:`conclude`, then write ``out`` (with its checks) as JSON to ``path``."""
     status = conclude(module, checks, out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1, default=str))
-    print(f"wrote {path}")
+    write_json(out, path)
     return status
 
 

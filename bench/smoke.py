@@ -4,8 +4,9 @@
     python -m bench.smoke --only epoch,comm
 
 Each module (sampling, cache, partition, partition_scale, synthetic, epoch, precision, distdgl,
-workers, comm, faults, soak, embedding, typed, link, link_recipe, configs; a module that
-does not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
+workers, comm, faults, soak, embedding, typed, link, link_recipe, configs, and regress, the
+no-regression check against bench/baseline.json; a module that does not exist is listed as
+skipped) runs as ``python -m bench.<name> --smoke`` in its
 own process group (its own Ray instance, its own memory), with a time limit past which
 the group and every process of its tree are killed (``bench.harness.run_limited``, which
 bench.configs also runs the CLI with). Their output goes straight through; a summary table follows. A module fails when it exits non-zero
@@ -21,11 +22,13 @@ import sys
 import time
 from typing import Any
 
-from bench.harness import BENCH, bench_parser, run_limited
+from bench.harness.cli import bench_parser
+from bench.harness.paths import BENCH
+from bench.harness.runs import run_limited
 
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
            "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link",
-           "link_recipe", "configs")
+           "link_recipe", "configs", "regress")
 
 
 def command(name: str) -> list[str]:

@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.paths import OUT, bench_config, missing_data, out_path
 from bench.harness.runs import quiet, read_metrics
 from bench.harness.system import machine
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--acc-epochs", type=int, default=2, help="epochs of each accuracy run")
     ap.add_argument("--keep-runs", action="store_true", help="keep run directories in bench/out/runs")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = csv_list(args.only)
     if [s for s in only if s not in SECTIONS] or args.acc_epochs < 1:
         ap.error(f"--only={args.only!r} (allowed {','.join(SECTIONS)}) and --acc-epochs="
                  f"{args.acc_epochs} (>= 1)")

@@ -49,7 +49,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.memory import MIB
 from bench.harness.paths import DATASETS, OUT, missing_data, out_path, run_root
 from bench.harness.runs import Finished, run_limited
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.smoke:
         args.only, args.epochs, args.limit_min = "synthetic-tiny", 2, min(args.limit_min, 10.0)
-    names = stems if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
+    names = stems if args.only is None else csv_list(args.only)
     unknown = [n for n in names if n not in stems]
     if unknown:
         ap.error(f"--only: unknown config(s) {unknown}; known: {', '.join(stems)}")

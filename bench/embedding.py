@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.memory import own_peak
 from bench.harness.paths import OUT, bench_config, out_path
 from bench.harness.runs import quiet, read_metrics
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = bench_parser(__doc__, smoke="small sizes (seconds)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = csv_list(args.only)
     if [s for s in only if s not in SECTIONS]:
         ap.error(f"--only={args.only!r}: allowed {','.join(SECTIONS)}")
     tag = "embedding-smoke" if args.smoke else "embedding"

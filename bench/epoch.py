@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.harness import peer
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.paths import OUT, bench_config, out_path
 from bench.harness.peer import dgl_state, run_peer
 from bench.harness.runs import drop_run, quiet, read_metrics, timed
@@ -358,8 +358,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="train.precision of our single-process rows (comma-separated: fp32,bf16)")
     ap.add_argument("--keep-runs", action="store_true", help="keep the run directories in bench/out/runs")
     args = ap.parse_args(argv)
-    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-    args.precision = [s.strip() for s in args.precision.split(",") if s.strip()]
+    args.only = csv_list(args.only)
+    args.precision = csv_list(args.precision)
     args.pyg_epochs = args.pyg_epochs or (3 if args.smoke else 20)
     try:
         given = args.threads or ("1" if args.smoke else "1,2")

@@ -63,7 +63,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.paths import OUT, bench_config, out_path
 from bench.harness.peer import dgl_python, run_peer
 from bench.harness.runs import quiet, read_metrics
@@ -541,19 +541,18 @@ def negatives_section(cfg0: RunConfig, base: list[str], tag: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser(__doc__, smoke="a small synthetic graph (well under a minute)")
+    ap = bench_parser(__doc__, smoke="a small synthetic graph (well under a minute)", seeds=3,
+                      seeds_help="seeds of the reference and of ours in the seeds section (>= 2)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     ap.add_argument("--reference-seeds", type=int, default=1,
                     help="seeds of the PyG reference (its spread over seeds is printed)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds (best kept)")
-    ap.add_argument("--seeds", type=int, default=3,
-                    help="seeds of the reference and of ours in the seeds section (>= 2)")
     ap.add_argument("--first-seed", type=int, default=0,
                     help="the seeds section's first seed, as an offset from the config's")
     ap.add_argument("--pool-with", type=Path, default=None, metavar="JSON",
                     help="an earlier bench/out/link.json whose seeds-section runs join this one's summary")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = csv_list(args.only)
     if [s for s in only if s not in SECTIONS] or args.seeds < 2:
         ap.error(f"--only={args.only!r} (allowed {','.join(SECTIONS)}) and --seeds={args.seeds} (>= 2)")
     tag = "link-smoke" if args.smoke else "link"

@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any
 
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.paths import bench_config, out_path
 from bench.harness.runs import quiet, read_metrics
 from bench.harness.stats import gap, spread
@@ -128,15 +128,15 @@ def run_dataset(name: str, yaml: str, seeds: int, workers: tuple[int, ...], refe
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser(__doc__, smoke="a small synthetic graph, 2 seeds, one process")
+    ap = bench_parser(__doc__, smoke="a small synthetic graph, 2 seeds, one process", seeds=5,
+                      seeds_help="seeds a side (>= 2)")
     ap.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated subset of {list(DATASETS)}")
-    ap.add_argument("--seeds", type=int, default=5, help="seeds a side (>= 2)")
     ap.add_argument("--workers", default="1,4", help="comma-separated worker counts of ours (1 = one process)")
     ap.add_argument("--no-reference", action="store_true", help="ours only")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for ours (not the reference): a variant of the shipped recipe")
     args = ap.parse_args(argv)
-    names = [s.strip() for s in args.datasets.split(",") if s.strip()]
+    names = csv_list(args.datasets)
     if [n for n in names if n not in DATASETS] or args.seeds < 2:
         ap.error(f"--datasets={args.datasets!r} (allowed {','.join(DATASETS)}) and --seeds={args.seeds} (>= 2)")
     workers = (1,) if args.smoke else tuple(int(k) for k in args.workers.split(",") if k.strip())

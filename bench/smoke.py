@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from bench.harness.cli import bench_parser
+from bench.harness.cli import bench_parser, csv_list
 from bench.harness.paths import BENCH
 from bench.harness.runs import run_limited
 
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(MODULES), help="comma-separated subset of the modules")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per module (a hang, not a slow run, is what it catches)")
     args = ap.parse_args(argv)
-    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    names = csv_list(args.only)
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         ap.error(f"--only: unknown module(s) {unknown}; known: {', '.join(MODULES)}")

@@ -305,14 +305,13 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser(__doc__, smoke="a small synthetic typed graph (seconds)")
+    ap = bench_parser(__doc__, smoke="a small synthetic typed graph (seconds)", seeds=0,
+                      seeds_help="instead of the usual rows: the reference and the one-process runs (and the "
+                         "--workers runs) over N seeds (>= 2)")
     ap.add_argument("--datasets", default="acm,dblp", help="comma-separated typed configs")
     ap.add_argument("--no-reference", action="store_true", help="skip the PyG full-batch reference")
     ap.add_argument("--workers", default=None,
                     help="comma-separated Ray worker counts (default 2,4; with --seeds, none unless given)")
-    ap.add_argument("--seeds", type=int, default=0, metavar="N",
-                    help="instead of the usual rows: the reference and the one-process runs (and the "
-                         "--workers runs) over N seeds (>= 2)")
     args = ap.parse_args(argv)
     if args.seeds == 1 or args.seeds < 0:
         ap.error(f"--seeds={args.seeds}: give at least 2 (or leave it out)")

@@ -28,7 +28,7 @@ def bench_parser(doc: str | None, *, smoke: str | None = None, seeds: int | None
     if smoke is not None:
         ap.add_argument("--smoke", action="store_true", help=smoke)
     if seeds is not None:
-        ap.add_argument("--seeds", type=int, default=seeds, help=seeds_help)
+        ap.add_argument("--seeds", type=int, default=seeds, metavar="N", help=seeds_help)
     if out is not None:
         ap.add_argument("--out", type=Path, default=out, help="where the JSON goes")
     return ap

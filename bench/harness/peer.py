@@ -21,7 +21,6 @@ from gnntrain.config import RunConfig
 from partition.graph import Graph
 
 DGL_PYTHON_ENV = "GNNTRAIN_DGL_PYTHON"
-ABSENT = f"set {DGL_PYTHON_ENV} to a Python with dgl"
 
 
 def dgl_python() -> str | None:

@@ -2,7 +2,7 @@
 
 Self-contained on the DGL side: run as a script it imports only numpy, torch and dgl, so it
 runs in a separate DGL venv. ``bench.sampling`` and ``bench.partition`` write the typed graph
-with :func:`write_npz` (importable without dgl) and run::
+with ``bench.harness.peer.write_hetero_npz`` and run it through the harness's peer runner::
 
     $GNNTRAIN_DGL_PYTHON bench/_dgl_hetero.py sample GRAPH.npz N_BATCHES THREADS
     $GNNTRAIN_DGL_PYTHON bench/_dgl_hetero.py partition GRAPH.npz K OUT_DIR
@@ -20,20 +20,6 @@ import time
 from typing import Any
 
 import numpy as np
-
-
-def write_npz(path: Any, graph: Any, fanouts: list[int], seeds: Any = None) -> None:
-    """The typed graph (a ``partition.hetero_graph.HeteroGraph``) as the npz this script reads;
-    ``seeds`` (default: the training ids in order) are what ``sample`` draws batches from."""
-    arrays: dict[str, Any] = {"x": graph.x.get(graph.target, np.zeros((graph.num_nodes[graph.target], 0),
-                                                                       np.float32)),
-                              "train": graph.train_idx if seeds is None else seeds,
-                              "meta": json.dumps({"relations": [list(et) for et in graph.relations],
-                                                  "num_nodes": graph.num_nodes, "target": graph.target,
-                                                  "fanouts": fanouts})}
-    for i, csr in enumerate(graph.relations.values()):
-        arrays[f"src{i}"], arrays[f"dst{i}"] = csr.edges()
-    np.savez(path, **arrays)
 
 
 def _load(path: str) -> tuple[Any, Any, dict[str, Any]]:

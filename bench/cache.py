@@ -16,22 +16,21 @@ epoch, then measured). The measured epoch is the same for all; ``oracle`` is the
 static cache for that very epoch (its most accessed rows), the baseline of the ratios.
 Hit rates are pooled over the 4 workers (total hits / total remote reads).
 
-Exit status 1 when a check fails (``bench.verdict``): presample >= 0.9 x oracle at every
+Exit status 1 when a check fails (``bench.harness.verdict``): presample >= 0.9 x oracle at every
 size (the target), no static policy above the oracle (the best static cache of that
 capacity for that epoch) and the oracle's rate not falling as the cache grows.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.verdict import Check, check, conclude
+from bench.harness.cli import bench_parser
+from bench.harness.paths import out_path
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from partition.graph import Graph
@@ -55,7 +54,6 @@ BATCH = 1024
 SIZES = [0.01, 0.05, 0.10, 0.20]
 POLICIES = ["degree", "presample", "lru", "fifo", "oracle"]
 PRESAMPLE_KEY, WARM_KEY, MEASURE_KEY = 101, 202, 303
-OUT = Path(__file__).resolve().parent / "out"
 
 
 def split_parts(g: Graph, k: int) -> tuple[np.ndarray, str]:
@@ -141,8 +139,7 @@ def checks(table: list[dict[str, Any]]) -> list[Check]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="10k-node graph (seconds)")
+    ap = bench_parser(__doc__, smoke="10k-node graph (seconds)")
     ap.add_argument("--nodes", type=int, default=None, help="override the graph size")
     args = ap.parse_args(argv)
     nodes = args.nodes or (10_000 if args.smoke else 100_000)
@@ -173,13 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                               "fanouts": FANOUTS, "batch_size": BATCH, "table": table, "parts": per_part,
                               "keys": {"presample": PRESAMPLE_KEY, "warm": WARM_KEY, "measure": MEASURE_KEY}}
     print()
-    status = conclude("cache", checks(table), result)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / ("cache-smoke.json" if args.smoke else
-                  f"cache-{nodes}.json" if args.nodes else "cache.json")
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return status
+    return finish("cache", checks(table), result,
+                  out_path("cache", smoke=True) if args.smoke else
+                  out_path(f"cache-{nodes}" if args.nodes else "cache"))
 
 
 if __name__ == "__main__":

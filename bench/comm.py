@@ -45,7 +45,7 @@ type, and the cache's bytes (every type at its width) next to what the same rows
 zero-padded to the widest type (computed from the same cache's capacity).
 
 Byte ratios and the accuracy deltas are targets, reported. The exit status is 1 when a
-correctness check fails (``bench.verdict``): with the same partition, every cache policy
+correctness check fails (``bench.harness.verdict``): with the same partition, every cache policy
 ends with parameters identical to the no-cache run; a row that only adds a cache or a
 transfer dtype to another row sends the same sample bytes and no more feature bytes;
 CSR replies send no more feature bytes than dense ones, and the same sample bytes and
@@ -72,9 +72,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.configs import missing_data
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.verdict import Check, check, conclude
+from bench.harness.cli import bench_parser, csv_list
+from bench.harness.paths import OUT, bench_config, missing_data, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.api import override_items
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
@@ -449,13 +451,12 @@ def accuracy_section(cfg0: RunConfig, graph: Graph, keep: bool, smoke: bool) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="small graphs, tiny model (seconds)")
+    ap = bench_parser(__doc__, smoke="small graphs, tiny model (seconds)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     ap.add_argument("--acc-epochs", type=int, default=2, help="epochs of each accuracy run")
     ap.add_argument("--keep-runs", action="store_true", help="keep run directories in bench/out/runs")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = csv_list(args.only)
     if [s for s in only if s not in SECTIONS] or args.acc_epochs < 1:
         ap.error(f"--only={args.only!r} (allowed {','.join(SECTIONS)}) and --acc-epochs="
                  f"{args.acc_epochs} (>= 1)")
@@ -463,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     info = machine()
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{tag}.json"
+    path = out_path(tag)
     # sections run now replace those of an earlier run; the others are kept
     out: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     out.update({"machine": info, "argv": sys.argv[1:]})
@@ -514,10 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     out["total_s"] = time.perf_counter() - t_start
     print(f"\ntotal {out['total_s']:.0f} s; load average now {os.getloadavg()[0]:.2f} "
           f"(was {info['loadavg_1m']})")
-    status = conclude("comm", checks, out)
-    path.write_text(json.dumps(out, indent=1, default=str))
-    print(f"wrote {path}")
-    return status
+    return finish("comm", checks, out, path)
 
 
 def ray_sections(small: RunConfig, only: list[str], args: argparse.Namespace, out: dict[str, Any],

@@ -30,7 +30,7 @@ those planned, the final metrics ``summary.json`` reports (loss and val / test o
 task's metric: ``acc`` for node classification, ``hits`` for link prediction), the peak
 RSS of the run's process tree and the 1-minute load average before and after.
 
-Checks (``bench.verdict``; exit status 1 when one fails): every config that ran exited 0
+Checks (``bench.harness.verdict``; exit status 1 when one fails): every config that ran exited 0
 within its limit and wrote ``summary.json`` with all its planned epochs; no Ray worker of
 any run was left 30 s after it ended; every config that was skipped is a template. JSON:
 bench/out/configs.json (``configs-smoke.json``); the run directories are removed unless
@@ -39,9 +39,7 @@ bench/out/configs.json (``configs-smoke.json``); the run directories are removed
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -51,16 +49,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.epoch import OUT, REPO, machine
-from bench.smoke import Finished, run_limited
-from bench.verdict import Check, check, finish
-from gnntrain.config import CsvDataset, data_root, load_config
-from gnntrain.data.errors import DataError
-from gnntrain.data.load import resolve_path
+from bench.harness.cli import bench_parser, csv_list
+from bench.harness.memory import MIB
+from bench.harness.paths import DATASETS, OUT, missing_data, out_path, run_root
+from bench.harness.runs import Finished, run_limited
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, finish
+from gnntrain.config import data_root, load_config
 
-DATASETS = REPO / "datasets"
-RUNS = OUT / "runs" / "configs"
-MIB = 2**20
+RUNS = run_root("configs")
 
 
 @dataclass(frozen=True)
@@ -77,29 +74,6 @@ def is_template(path: Path) -> bool:
     """A template says so in its first line: ``# TEMPLATE: ...`` (data the user fetches)."""
     lines = path.read_text().lstrip().splitlines()
     return bool(lines) and lines[0].startswith("# TEMPLATE")
-
-
-def data_paths(dataset: Any) -> dict[str, str]:
-    """field -> path of the data files a dataset config names, as the loaders read them:
-    ``path`` for every source that has one (a file or a directory; a synthetic source has
-    none), and for a CSV source also ``edges``, ``labels`` and ``features`` (elsewhere
-    ``labels`` names a file inside ``path``)."""
-    names = ("path", "edges", "labels", "features") if isinstance(dataset, CsvDataset) else ("path",)
-    return {f"dataset.{n}": v for n in names if isinstance(v := getattr(dataset, n, None), str)}
-
-
-def missing_data(dataset: Any) -> list[str]:
-    """The data paths of a dataset config that do not exist here, resolved as the loaders
-    resolve them (:func:`gnntrain.data.load.resolve_path`)."""
-    out = []
-    for field, value in data_paths(dataset).items():
-        try:
-            full = resolve_path(value, field=field)
-        except DataError:  # a relative path absent under the data root
-            full = data_root() / value
-        if not full.exists():
-            out.append(str(full))
-    return out
 
 
 def plan(path: Path, epochs: int | None) -> Plan:
@@ -201,10 +175,10 @@ def run_one(p: Plan, workers: int, epochs: int | None, limit_s: float, keep: boo
     cmd = command(p.stem, workers, epochs)
     print(f"\n===== {' '.join(cmd[1:])} =====", flush=True)
     shutil.rmtree(RUNS / p.stem, ignore_errors=True)
-    load0 = round(os.getloadavg()[0], 2)
+    load0 = loadavg()
     done = run_limited(cmd, limit_s, sample_s=0.5)
     summary, epochs_run = read_run(RUNS / p.stem)
-    r = row(p, done, summary, epochs_run, limit_s, (load0, round(os.getloadavg()[0], 2)))
+    r = row(p, done, summary, epochs_run, limit_s, (load0, loadavg()))
     if keep and summary is not None:
         r["run_dir"] = summary.get("run_dir")
     else:
@@ -213,7 +187,7 @@ def run_one(p: Plan, workers: int, epochs: int | None, limit_s: float, keep: boo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__, smoke="synthetic-tiny only, 2 epochs")
     stems = [p.stem for p in sorted(DATASETS.glob("*.yaml"))]
     ap.add_argument("--only", default=None, help="comma-separated config stems (default: all)")
     ap.add_argument("--workers", type=int, default=4)
@@ -221,11 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="train N epochs instead of each config's own (a shortened run)")
     ap.add_argument("--limit-min", type=float, default=60.0, help="minutes allowed per config")
     ap.add_argument("--keep", action="store_true", help="keep the run directories under bench/out/runs/configs")
-    ap.add_argument("--smoke", action="store_true", help="synthetic-tiny only, 2 epochs")
     args = ap.parse_args(argv)
     if args.smoke:
         args.only, args.epochs, args.limit_min = "synthetic-tiny", 2, min(args.limit_min, 10.0)
-    names = stems if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
+    names = stems if args.only is None else csv_list(args.only)
     unknown = [n for n in names if n not in stems]
     if unknown:
         ap.error(f"--only: unknown config(s) {unknown}; known: {', '.join(stems)}")
@@ -242,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"machine": info, "workers": args.workers, "epochs_override": args.epochs,
                            "shortened": args.epochs is not None, "limit_min": args.limit_min,
                            "data_root": str(data_root()), "rows": rows}
-    return finish("configs", checks(rows), out, OUT / ("configs-smoke.json" if args.smoke else "configs.json"))
+    return finish("configs", checks(rows), out, out_path("configs", smoke=args.smoke))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ bench/out/ddi.json. Not part of ``bench.smoke`` (real data, minutes per epoch).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -32,8 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.verdict import check, finish
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import machine
+from bench.harness.verdict import check, finish
 from gnntrain.config import data_root
 from gnntrain.data.link import EdgeSplit, load_ogbl
 from gnntrain.tasks import ranking
@@ -124,7 +126,7 @@ def ours(epochs: int, overrides: list[str] | None = None) -> list[dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--only", choices=RUNS, nargs="+", default=list(RUNS),
                     help="the training runs to make (default both)")
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['val_hits']:>13.2%}{r['test_hits']:>14.2%}{r['epoch_s']:>8.0f}")
     for k, v in h.items():
         print(f"{k:<22} test Hits@20 {v['test_hits']:.2%} (OGB {OGB_HEURISTICS[k]:.2%}), AUC {v['test_auc']:.4f}")
-    return finish("ddi", checks, out, OUT / "ddi.json")
+    return finish("ddi", checks, out, out_path("ddi"))
 
 
 if __name__ == "__main__":

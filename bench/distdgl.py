@@ -15,7 +15,7 @@ of them centred on another class), METIS into M parts,
 3-layer GraphSAGE (mean) hidden 256, dropout 0.2, fanouts [15, 10, 5], batch 1024 per
 trainer, Adam lr 0.01. After every epoch each system evaluates the test nodes with the
 training fanouts (``train.eval=sampled``; DistDGL's ``DistNodeDataLoader``) every
-``--eval-every`` epochs and after the last, outside the epoch's time. DistDGL starts from gnntrain's initial parameters (``bench.epoch.dgl_state``).
+``--eval-every`` epochs and after the last, outside the epoch's time. DistDGL starts from gnntrain's initial parameters (``bench.harness.peer.dgl_state``).
 
 Rows, run back to back: DistDGL (``bench/_distdgl_peer.py`` under ``$GNNTRAIN_DGL_PYTHON``:
 ``partition_graph`` + one server and one trainer per machine, each machine in its own network
@@ -44,29 +44,19 @@ or to end above the majority-class share.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import subprocess
-from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 
-from bench.epoch import (
-    OUT,
-    bench_config,
-    dgl_state,
-    machine,
-    majority_share,
-    quiet,
-    read_metrics,
-    timed,
-)
-from bench.procs import peer_environ, tree_peaks
-from bench.verdict import Check, check, finish
+from bench.harness.cli import bench_parser
+from bench.harness.memory import DISTDGL_PEER, GIB, peak_rss
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.peer import dgl_python, dgl_state, script, start_peer
+from bench.harness.runs import quiet, read_metrics, timed
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, finish, majority_share
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from partition.graph import Graph
@@ -87,31 +77,7 @@ GRAPHS = {"issue": ["dataset.synthetic.feature_mismatch=0", "dataset.synthetic.f
 SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
          "dataset.synthetic.classes=8", "dataset.synthetic.train_frac=0.6", "sampler.batch_size=256",
          "model.hidden=64"]
-PEER = Path(__file__).with_name("_distdgl_peer.py")
-
-
-# -- peak RSS of this process's descendants ---------------------------------------------
-def classify(p: psutil.Process) -> str | None:
-    """The role of a descendant process: ``gnntrain:worker`` for a worker actor (the
-    processes :func:`gnntrain.runtime.ray_group.worker_processes` lists), ``dgl:<role>:<machine>``
-    for a DistDGL server or trainer, None for anything else."""
-    cmd = " ".join(p.cmdline()) + p.name()
-    if "GnnWorker" in cmd:
-        return "gnntrain:worker"
-    if PEER.name not in cmd:
-        return None
-    env = p.environ()
-    if env.get("DGL_ROLE") == "server":
-        return f"dgl:server:{env.get('DGL_SERVER_ID')}"
-    if env.get("DGL_ROLE") == "client":
-        return f"dgl:trainer:{env.get('RANK')}"
-    return None
-
-
-def peak_rss(every_s: float = 0.25) -> AbstractContextManager[dict[int, tuple[str, int]]]:
-    """Poll the descendants of this process; yields {pid: (role, peak KiB)}, filled as it
-    runs (the processes :func:`classify` gives a role)."""
-    return tree_peaks(psutil.Process(), "VmHWM", every_s, classify, include_root=False)
+PEER = script(DISTDGL_PEER)
 
 
 def separability(graph: Graph) -> dict[str, float]:
@@ -153,15 +119,15 @@ def run_gnntrain(cfg: RunConfig, graph: Graph, precision: str) -> dict[str, Any]
     from gnntrain.runtime.coordinator import run_training
 
     c = cfg.with_overrides([f"train.precision={precision}"])
-    load0 = round(os.getloadavg()[0], 2)
+    load0 = loadavg()
     with peak_rss() as seen:
         s = run_training(c, single_process=False, graph=graph, progress=False, console=quiet())
     eps = read_metrics(s)
-    rss = sorted((kib / 2**20 for role, kib in seen.values() if role == "gnntrain:worker"),
+    rss = sorted((b / GIB for role, b in seen.by_pid.values() if role == "gnntrain:worker"),
                  reverse=True)
     return row(f"gnntrain, {cfg.cluster.workers} Ray workers, {precision}", [e["epoch_s"] for e in eps],
                [e.get("test_acc") for e in eps], [e["loss"] for e in eps], rss,
-               (load0, round(os.getloadavg()[0], 2)),
+               (load0, loadavg()),
                bytes_per_epoch=float(np.mean([e["comm"]["total_bytes"] for e in timed(eps)])),
                steps=eps[-1]["steps"])
 
@@ -183,12 +149,11 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
                 "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
                 "seed": cfg.train.seed, "eval_every": cfg.train.eval_every, "timeout_s": timeout_s,
                 "machines": cfg.cluster.workers}
-    load0 = round(os.getloadavg()[0], 2)
+    load0 = loadavg()
     try:
         with peak_rss() as seen:
-            proc = subprocess.run([python, str(PEER), "launch", str(npz), str(out), json.dumps(settings)],
-                                  capture_output=True, text=True, timeout=timeout_s + 300,
-                                  env=peer_environ())
+            proc = start_peer(python, [str(PEER), "launch", str(npz), str(out), json.dumps(settings)],
+                              timeout_s=timeout_s + 300)
     except (OSError, subprocess.SubprocessError) as e:
         return {"absent": f"the DistDGL launcher did not run: {e}"}
     finally:
@@ -207,12 +172,12 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
             if recs[0]["epochs"][i]["test_total"] else None for i in range(n)]
     losses = [float(np.mean([r["epochs"][i]["loss"] for r in recs])) for i in range(n)]
     per_machine: dict[str, float] = {}
-    for role, kib in seen.values():
+    for role, b in seen.by_pid.values():
         m = role.rsplit(":", 1)[1]
-        per_machine[m] = per_machine.get(m, 0.0) + kib / 2**20
-    parts = {role: round(kib / 2**20, 3) for role, kib in seen.values()}
+        per_machine[m] = per_machine.get(m, 0.0) + b / GIB
+    parts = {role: round(b / GIB, 3) for role, b in seen.by_pid.values()}
     return row(f"DistDGL {recs[0]['dgl']}, {len(recs)} machines x 1 trainer", epoch_s, accs, losses,
-               sorted(per_machine.values(), reverse=True), (load0, round(os.getloadavg()[0], 2)),
+               sorted(per_machine.values(), reverse=True), (load0, loadavg()),
                steps=max(r["epochs"][0]["steps"] for r in recs), rss_by_process_gib=parts)
 
 
@@ -286,7 +251,7 @@ def run_rows(cfg: RunConfig, graph: Graph, precisions: list[str], timeout_s: flo
     notes on what is absent."""
     rows: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    python = dgl_python()
     if smoke:
         notes.append("DistDGL row absent: --smoke runs gnntrain only")
     elif not python:
@@ -308,8 +273,7 @@ def run_rows(cfg: RunConfig, graph: Graph, precisions: list[str], timeout_s: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="3k nodes, tiny model, no DistDGL (seconds)")
+    ap = bench_parser(__doc__, smoke="3k nodes, tiny model, no DistDGL (seconds)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per row (default 8, smoke 2)")
     ap.add_argument("--target", type=float, default=None,
                     help="test accuracy for time-to-accuracy (default: the lowest of the rows' best)")
@@ -346,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             f"partition.parts={args.machines}"]
     cfg = bench_config("synthetic-small.yaml", [*base, f"train.seed={seeds[0]}"], tag)
     graph = load_dataset(cfg.dataset)  # the graph and its parts do not depend on train.seed
-    load0 = round(os.getloadavg()[0], 2)
+    load0 = loadavg()
     info = machine()
     sep = separability(graph)
     print(f"{graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.train_idx.size:,} training "
@@ -379,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(seeds) > 1:
         out["per_seed"] = {str(s): r for s, r in runs.items()}
         out["seed_summary"] = seed_summary({s: r["rows"] for s, r in runs.items()})
-    return finish("distdgl", all_checks, out, OUT / f"{tag}.json")
+    return finish("distdgl", all_checks, out, out_path(tag))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ above its RSS before the table, against its share; the target is <= 1.3 x the sh
 Run in anonymous memory (the default) and with the shard in memory-mapped scratch files
 (``mmap_above_mb: 0``). Smoke: 200k x 16.
 
-Exit status 1 when a correctness check fails (``bench.verdict``): every run lowers its
+Exit status 1 when a correctness check fails (``bench.harness.verdict``): every run lowers its
 loss, the 2-worker runs move embedding bytes both ways with one gradient message per
 row-read message, and every memory process finishes. The accuracy and memory ratios are
 targets, reported. JSON goes to bench/out/embedding.json (``embedding-smoke.json``).
@@ -33,29 +33,25 @@ targets, reported. JSON goes to bench/out/embedding.json (``embedding-smoke.json
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import os
-import resource
 import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.verdict import Check, check, conclude
+from bench.harness.cli import bench_parser, csv_list
+from bench.harness.memory import own_peak
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.report import fmt_bytes
 
 SECTIONS = ("accuracy", "bytes", "memory")
 TABLE = ["model.node_embedding={dim: 64, combine: only, optimizer: sparse_adam, lr: 0.05}"]
-
-
-def _rss() -> int:
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
 
 
 def accuracy_section(smoke: bool, tag: str) -> tuple[list[dict[str, Any]], list[Check]]:
@@ -143,12 +139,13 @@ def _memory_worker(rows: int, dim: int, part: int, parts: int, mmap_mb: float | 
     import gnntrain.engine  # noqa: F401 - imported before the baseline (the table's init uses it)
     from gnntrain.config import NodeEmbeddingConfig
     from gnntrain.embedding import EmbeddingShard
+    from partition.steps import current_rss
 
     torch.set_num_threads(1)
     share_rows = rows // parts
     orig = np.arange(part * share_rows, (part + 1) * share_rows, dtype=np.int64)
     cfg = NodeEmbeddingConfig(dim=dim, optimizer="sparse_adam", mmap_above_mb=mmap_mb)
-    before = _rss()
+    before = current_rss()
     t0 = time.perf_counter()
     shard = EmbeddingShard(cfg, orig, seed=0)
     init_s = time.perf_counter() - t0
@@ -159,7 +156,7 @@ def _memory_worker(rows: int, dim: int, part: int, parts: int, mmap_mb: float | 
         shard.add_grads(step, part, touched, rng.standard_normal((touched.size, dim)).astype(np.float32))
         shard.apply(count=1024.0)
     step_s = (time.perf_counter() - t1) / 20
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = own_peak()
     q.put({"part": part, "share_bytes": shard.nbytes, "rss_before": before, "peak_rss": peak,
            "peak_above_before": peak - before, "mmap": shard.scratch is not None,
            "init_s": init_s, "step_s": step_s})
@@ -192,16 +189,15 @@ def memory_section(smoke: bool) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="small sizes (seconds)")
+    ap = bench_parser(__doc__, smoke="small sizes (seconds)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = csv_list(args.only)
     if [s for s in only if s not in SECTIONS]:
         ap.error(f"--only={args.only!r}: allowed {','.join(SECTIONS)}")
     tag = "embedding-smoke" if args.smoke else "embedding"
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{tag}.json"
+    path = out_path(tag)
     out: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     out.update({"machine": machine(), "argv": sys.argv[1:]})
     checks: list[Check] = []
@@ -218,9 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                             all(c == 0 for m in out["memory"] for c in m["exit_codes"]),
                             str([m["exit_codes"] for m in out["memory"]])))
     out["loadavg_after"] = os.getloadavg()[0]
-    code = conclude("bench.embedding", checks, out)
-    path.write_text(json.dumps(out, indent=1, default=str))
-    return code
+    return finish("bench.embedding", checks, out, path)
 
 
 if __name__ == "__main__":

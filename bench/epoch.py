@@ -36,7 +36,7 @@ kernels are cached on disk, so the first is close, but it is not counted). Accur
 the final test accuracy of full-neighbour inference. Ratios are against DGL at the same
 thread count when it ran, else against our single process. The 1-minute load average
 before and after each run is recorded: other processes share this machine. Nothing here
-asserts a time; the exit status is 1 when a correctness check fails (``bench.verdict``):
+asserts a time; the exit status is 1 when a correctness check fails (``bench.harness.verdict``):
 each of our runs (single process, Ray) lowers its loss from the first epoch to the last and
 ends above the test set's majority-class share, and 1 Ray worker trains what the
 single-process trainer trains (same per-epoch loss; exactly when both used 1 thread). The
@@ -47,26 +47,26 @@ JSON goes to bench/out/epoch.json (``epoch-smoke.json``).
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import os
-import platform
-import shutil
 import subprocess
 import sys
 import time
 import warnings
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from rich.console import Console
 
-from bench.procs import peer_environ
-from bench.verdict import Check, check, finish
-from gnntrain.config import RunConfig, load_config
+from bench.harness import peer
+from bench.harness.cli import bench_parser, csv_list
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.peer import dgl_state, run_peer
+from bench.harness.runs import drop_run, quiet, read_metrics, timed
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, finish, majority_share
+from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.engine import make_optimizer
 from gnntrain.models import build_model
@@ -74,77 +74,12 @@ from gnntrain.models.protocol import LayerwiseModel
 from partition.graph import Graph
 from samplers import Block
 
-REPO = Path(__file__).resolve().parent.parent
-OUT = Path(__file__).resolve().parent / "out"
 SECTIONS = ("ours", "dgl", "pyg", "overhead", "steps")
 WORKLOAD = ["sampler.fanouts=[15,10,5]", "sampler.batch_size=1024", "model.arch=sage",
             "model.hidden=256", "model.layers=3", "model.dropout=0.5", "train.lr=0.003",
             "train.optimizer=adam", "train.eval=full"]
 SMOKE = ["dataset.synthetic.nodes=3000", "dataset.synthetic.features=16",
          "dataset.synthetic.classes=8", "sampler.batch_size=256", "model.hidden=64", "train.lr=0.01"]
-
-
-# -- helpers shared by the bench modules (comm, faults import them) --------------------
-def run_peer(python: str, script: str, graph_file: Path, settings: dict[str, Any],
-             env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``bench/<script> graph_file settings`` under a peer's Python (DGL's) and return
-    the JSON of its last output line; the graph file is removed afterwards. Raises
-    RuntimeError with the end of its stderr when it fails."""
-    try:
-        proc = subprocess.run([python, str(Path(__file__).with_name(script)), str(graph_file),
-                               json.dumps(settings)], capture_output=True, text=True, timeout=3600,
-                              env=peer_environ(env))
-    finally:
-        graph_file.unlink(missing_ok=True)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"DGL run failed (rc={proc.returncode}): {tail}")
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on, including the load other processes put on it."""
-    mem = 0
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        pass
-    from gnntrain.precision import bf16_native, cpu_info
-
-    cpu = cpu_info()
-    return {"cpus": os.cpu_count(), "cpu_model": cpu.get("model name") or platform.processor(),
-            "cpu_bf16": bf16_native(cpu),
-            "mem_gib": round(mem / 2**30, 1),
-            "loadavg_1m": round(os.getloadavg()[0], 2), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "gpu": torch.cuda.is_available()}
-
-
-def quiet() -> Console:
-    """A console that swallows run_training's summary table."""
-    return Console(file=io.StringIO(), width=120)
-
-
-def bench_config(yaml_name: str, overrides: list[str], tag: str) -> RunConfig:
-    """``datasets/<yaml_name>`` with the bench's overrides; runs and parts go to bench/out."""
-    path = REPO / "datasets" / yaml_name
-    return load_config(path, [f"train.run_root={OUT / 'runs' / tag}",
-                              f"partition.root={OUT / 'partitions'}", *overrides])
-
-
-def read_metrics(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    p = Path(summary["run_dir"]) / "metrics.jsonl"
-    return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
-
-
-def timed(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The steady-state epochs: every epoch after the first (all when there is one)."""
-    return epochs[1:] if len(epochs) > 1 else epochs
-
-
-def drop_run(summary: dict[str, Any], keep: bool) -> None:
-    if not keep:
-        shutil.rmtree(summary["run_dir"], ignore_errors=True)
 
 
 # -- sections ---------------------------------------------------------------------------
@@ -154,7 +89,7 @@ def run_ours(cfg: RunConfig, graph: Graph, *, label: str, single_process: bool =
     from gnntrain.runtime.coordinator import run_training
 
     before = torch.get_num_threads()
-    load_before = round(os.getloadavg()[0], 2)
+    load_before = loadavg()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
@@ -178,19 +113,7 @@ def run_ours(cfg: RunConfig, graph: Graph, *, label: str, single_process: bool =
             "threads": used if single_process else 1, "threads_requested": threads or before,
             "workers": cfg.cluster.workers if not single_process else 1,
             "bytes_per_epoch": float(np.mean([e["comm"]["total_bytes"] for e in tm])),
-            "loadavg_before": load_before, "loadavg_after": round(os.getloadavg()[0], 2)}
-
-
-def dgl_state(cfg: RunConfig, graph: Graph) -> dict[str, np.ndarray]:
-    """Our initial parameters under DGL SAGEConv names (PyG lin_l -> fc_neigh + the bias,
-    lin_r -> fc_self): the DGL loop starts from the same point."""
-    sd = build_model(cfg.model.arch, cfg.model, graph.num_features, graph.num_classes, cfg.train.seed).state_dict()
-    out = {}
-    for i in range(cfg.model.layers):
-        out[f"layers.{i}.fc_neigh.weight"] = sd[f"convs.{i}.lin_l.weight"].numpy()
-        out[f"layers.{i}.fc_self.bias"] = sd[f"convs.{i}.lin_l.bias"].numpy()
-        out[f"layers.{i}.fc_self.weight"] = sd[f"convs.{i}.lin_r.weight"].numpy()
-    return out
+            "loadavg_before": load_before, "loadavg_after": loadavg()}
 
 
 def run_dgl(python: str, cfg: RunConfig, graph: Graph, epochs: int, tag: str,
@@ -207,7 +130,7 @@ def run_dgl(python: str, cfg: RunConfig, graph: Graph, epochs: int, tag: str,
                 "batch_size": cfg.sampler.batch_size, "hidden": cfg.model.hidden,
                 "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
                 "seed": cfg.train.seed, "threads": threads}
-    load_before = round(os.getloadavg()[0], 2)
+    load_before = loadavg()
     t0 = time.perf_counter()
     res = run_peer(python, "_dgl_epoch.py", path, settings)
     wall = time.perf_counter() - t0
@@ -221,7 +144,7 @@ def run_dgl(python: str, cfg: RunConfig, graph: Graph, epochs: int, tag: str,
             "wait_share": None, "test_acc": res["test_acc"], "val_acc": res["val_acc"],
             "loss": [e["loss"] for e in res["epochs"]], "wall_s": wall, "threads": res["threads"],
             "torch": res["torch"], "loadavg_before": load_before,
-            "loadavg_after": round(os.getloadavg()[0], 2)}
+            "loadavg_after": loadavg()}
 
 
 def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
@@ -244,7 +167,7 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
         return h
 
     torch.manual_seed(cfg.train.seed)
-    load_before = round(os.getloadavg()[0], 2)
+    load_before = loadavg()
     times, losses = [], []
     for _ in range(epochs):
         t0 = time.perf_counter()
@@ -265,11 +188,13 @@ def run_pyg_full(cfg: RunConfig, graph: Graph, epochs: int) -> dict[str, Any]:
     return {"label": f"PyG full batch ({epochs} steps)", "epochs": epochs, "timed_epochs": len(tm),
             "epoch_s": float(np.mean(tm)), "epoch_s_all": times, "wait_share": None,
             "loss": losses, "threads": torch.get_num_threads(), **acc,
-            "loadavg_before": load_before, "loadavg_after": round(os.getloadavg()[0], 2)}
+            "loadavg_before": load_before, "loadavg_after": loadavg()}
 
 
-def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) -> dict[str, Any]:
-    """Seconds per training step for the four combinations of the two speed-ups."""
+def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2,
+              clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Seconds per training step for the four combinations of the two speed-ups, by
+    ``clock`` (wall time; ``bench.regress`` passes CPU time)."""
     import gnntrain.models.builtin as models
     from samplers import Block, CSRSource, NeighborSampler
     from samplers.config import resolve_fanouts
@@ -302,19 +227,19 @@ def run_steps(cfg: RunConfig, graph: Graph, batches: int = 6, repeats: int = 2) 
                 model.train()
                 times = []
                 for r in range(repeats + 1):  # the first pass warms up and is not timed
-                    t0 = time.perf_counter()
+                    t0 = clock()
                     for x, y, with_csr, without in data:
                         opt.zero_grad()
                         F.cross_entropy(model(with_csr if csr else without, x), y).backward()
                         opt.step()
                     if r:
-                        times.append((time.perf_counter() - t0) / batches)
+                        times.append((clock() - t0) / batches)
                 key = f"{'csr' if csr else 'edge_index'}+{'fused' if fuse else 'F.dropout'}"
                 out[key] = float(np.median(times))
     finally:
         models.relu_dropout = fused  # type: ignore[assignment]
         torch.set_num_threads(before)
-    out["loadavg_after"] = round(os.getloadavg()[0], 2)
+    out["loadavg_after"] = loadavg()
     return out
 
 
@@ -396,12 +321,6 @@ def print_targets(results: dict[str, dict[str, Any]], threads: list[int]) -> dic
     return out
 
 
-def majority_share(graph: Graph) -> float:
-    """Test accuracy of always predicting the most common test label: the floor to beat."""
-    y = graph.y[graph.test_idx]
-    return float(np.bincount(y).max() / y.size) if y.size else 0.0
-
-
 def checks(results: dict[str, dict[str, Any]], floor: float) -> list[Check]:
     """Correctness of our runs (``ours<t>``, ``ray<k>`` keys of ``results``); ``floor`` is
     :func:`majority_share` of the graph."""
@@ -427,8 +346,7 @@ def checks(results: dict[str, dict[str, Any]], floor: float) -> list[Check]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="3k-node graph, tiny model (seconds)")
+    ap = bench_parser(__doc__, smoke="3k-node graph, tiny model (seconds)")
     ap.add_argument("--epochs", type=int, default=2, help="epochs per run; all but the first are timed")
     ap.add_argument("--threads", default=None,
                     help="torch thread counts for ours and DGL (comma-separated; default 1,2, "
@@ -440,8 +358,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="train.precision of our single-process rows (comma-separated: fp32,bf16)")
     ap.add_argument("--keep-runs", action="store_true", help="keep the run directories in bench/out/runs")
     args = ap.parse_args(argv)
-    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
-    args.precision = [s.strip() for s in args.precision.split(",") if s.strip()]
+    args.only = csv_list(args.only)
+    args.precision = csv_list(args.precision)
     args.pyg_epochs = args.pyg_epochs or (3 if args.smoke else 20)
     try:
         given = args.threads or ("1" if args.smoke else "1,2")
@@ -474,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{info['cpus']} CPUs, load {info['loadavg_1m']}")
     results: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    dgl_python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    dgl_python = peer.dgl_python()
     if "dgl" in only and not dgl_python:
         notes.append("DGL not run: set GNNTRAIN_DGL_PYTHON to a Python with dgl")
     for t in args.threads:  # ours and DGL back to back at each thread count
@@ -531,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "train": int(graph.train_idx.size)},
                            "results": results, "steps": steps, "overhead_ratios": ratios, "targets": targets,
                            "notes": notes, "total_s": total, "argv": sys.argv[1:]}
-    return finish("epoch", checks(results, majority_share(graph)), out, OUT / f"{tag}.json")
+    return finish("epoch", checks(results, majority_share(graph)), out, out_path(tag))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ bench/out/faults.json (``faults-smoke.json``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -51,9 +50,12 @@ from typing import Any
 import psutil
 import yaml
 
-from bench.epoch import OUT, REPO, machine, quiet
+from bench.harness.cli import bench_parser
+from bench.harness.paths import OUT, REPO, out_path, run_root
+from bench.harness.runs import quiet
+from bench.harness.system import machine
+from bench.harness.verdict import check, conclude
 from bench.nodes import spawn_drill
-from bench.verdict import check, conclude
 from gnntrain.checkpoint import load_latest, state_digest
 from gnntrain.config import RunConfig, load_config
 from gnntrain.rundir import RunDir
@@ -302,8 +304,7 @@ def plan(smoke: bool) -> list[tuple[str, list[str], bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="one worker exit, 2 epochs (seconds)")
+    ap = bench_parser(__doc__, smoke="one worker exit, 2 epochs (seconds)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run every scenario N times with the cores saturated (default 1: once, no load)")
     ap.add_argument("--only", action="append", default=[], metavar="SCENARIO",
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: must be >= 1")
     tag = "faults-smoke" if args.smoke else "faults" if args.repeat == 1 else f"faults-repeat{args.repeat}"
-    root = OUT / "runs" / tag
+    root = run_root(tag)
     import shutil
 
     shutil.rmtree(root, ignore_errors=True)
@@ -397,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nfaults injected {injected}, runs finished with the undisturbed parameters {correct}/"
           f"{len(rows)}; total {total:.0f} s")
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{tag}.json"
+    path = out_path(tag)
     out: dict[str, Any] = {"machine": info, "reference_s": ref_row["wall_s"], "rows": rows,
                            "repeat": args.repeat, "load_processes": load,
                            "identical": {k: [sum(v), len(v)] for k, v in per.items()},

@@ -11,7 +11,6 @@ Record its table in bench/RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -20,16 +19,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from bench.harness.cli import bench_parser
+
 
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    ap = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__)
+    ap = bench_parser(__doc__, prog="python -m bench.gpu", out=Path("bench/out/gpu.json"))
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--precision", default="fp32,bf16", help="comma-separated train.precision values")
-    ap.add_argument("--out", type=Path, default=Path("bench/out/gpu.json"))
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench.gpu: no CUDA device here; run it on a GPU machine", file=sys.stderr)

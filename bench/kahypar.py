@@ -30,7 +30,10 @@ from typing import Any
 
 import psutil
 
-from bench.partition_scale import MIB, OUT, _check_set, _graph_cfg, _peak_mib
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, PeakMeter, children_peak, tree
+from bench.harness.paths import out_path, write_json
+from bench.partition_scale import check_set, graph_cfg, peak_mib
 
 METHODS = ("metis", "kahypar")
 
@@ -47,12 +50,12 @@ def _child_build(a: dict[str, Any]) -> dict[str, Any]:
     from partition.kahypar import threads_available
 
     t0 = time.perf_counter()
-    g = generate(_graph_cfg(a), name=a["name"])
+    g = generate(graph_cfg(a), name=a["name"])
     t1, c1 = time.perf_counter(), _cpu_s()
     pset = build_partition_set(g, PartitionConfig(method=a["method"], parts=a["parts"]), a["root"])
     seconds, cpu = time.perf_counter() - t1, _cpu_s() - c1
-    return {"seconds": seconds, "cpu_s": cpu, "generate_s": t1 - t0, "maxrss_mib": _peak_mib(),
-            "children_maxrss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    return {"seconds": seconds, "cpu_s": cpu, "generate_s": t1 - t0, "maxrss_mib": peak_mib(),
+            "children_maxrss_mib": children_peak() / MIB,
             "threads": threads_available(), "path": str(pset.path),
             "steps": {s.name: round(s.seconds, 1) for s in pset.meta.steps}}
 
@@ -60,8 +63,8 @@ def _child_build(a: dict[str, Any]) -> dict[str, Any]:
 def _child_check(a: dict[str, Any]) -> dict[str, Any]:
     from gnntrain.data.synthetic import generate
 
-    g = generate(_graph_cfg(a), name=a["name"])
-    return {name: _check_set(g, path) for name, path in a["sets"].items()}
+    g = generate(graph_cfg(a), name=a["name"])
+    return {name: check_set(g, path) for name, path in a["sets"].items()}
 
 
 CHILDREN = {"build": _child_build, "check": _child_check}
@@ -75,19 +78,15 @@ def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
     across resets, ``partition.steps.process_peak_rss``)."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.kahypar", "--child", kind, json.dumps(a)],
                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
-    largest = total = 0
     t0 = time.perf_counter()
     with proc:
         top = psutil.Process(proc.pid)
+        meter = PeakMeter(lambda: tree(top))
         while proc.poll() is None:
             if time.perf_counter() - t0 > timeout:
                 proc.kill()
                 raise RuntimeError(f"step {kind} {a.get('method', '')} ran past {timeout} s")
-            try:
-                rss = [p.memory_info().rss for p in [top, *top.children(recursive=True)]]
-            except psutil.Error:
-                rss = [0]
-            largest, total = max(largest, *rss), max(total, sum(rss))
+            meter.sample()
             time.sleep(0.05)
         out = proc.stdout.read() if proc.stdout else ""
     if proc.returncode != 0:
@@ -95,12 +94,12 @@ def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
     row = dict(json.loads(out.strip().splitlines()[-1]))
     if kind != "build":
         return row
-    peak = max(largest / MIB, row.get("maxrss_mib", 0.0), row.get("children_maxrss_mib", 0.0))
-    return row | {"peak_mib": peak, "sum_peak_mib": total / MIB}
+    peak = max(meter.largest() / MIB, row.get("maxrss_mib", 0.0), row.get("children_maxrss_mib", 0.0))
+    return row | {"peak_mib": peak, "sum_peak_mib": meter.total / MIB}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__)
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--avg-degree", type=float, default=20)
     ap.add_argument("--features", type=int, default=100)
@@ -146,9 +145,7 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
                  ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9)) if bad]
     print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")
     print(f"total {total:.0f} s")
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "kahypar.json").write_text(json.dumps({"graph": base, "rows": rows, "checks": checks, "total_s": total},
-                                                 indent=1, default=str))
+    write_json({"graph": base, "rows": rows, "checks": checks, "total_s": total}, out_path("kahypar"))
     return 1 if failures else 0
 
 

@@ -42,7 +42,7 @@ Sections, all in one run on the same split (the config's seeded random split):
   uniform draws, and test AUC / Hits@50 of the same model trained the same epochs with
   uniform and with in-batch negatives.
 
-Exit status 1 when a correctness check fails (``bench.verdict``): every training lowers
+Exit status 1 when a correctness check fails (``bench.harness.verdict``): every training lowers
 its loss, the 2-worker run moves sample and feature bytes, the uniform negatives add
 bytes. The accuracy gap (target: within 1 point of the reference) and the throughput
 ratio (target >= 1.5x DGL) are reported. JSON: bench/out/link.json (``link-smoke.json``).
@@ -50,7 +50,6 @@ ratio (target >= 1.5x DGL) are reported. JSON: bench/out/link.json (``link-smoke
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -64,9 +63,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics, run_peer
-from bench.spread import gap, spread
-from bench.verdict import Check, check, finish
+from bench.harness.cli import bench_parser, csv_list
+from bench.harness.paths import OUT, bench_config, out_path
+from bench.harness.peer import dgl_python, run_peer
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.stats import gap, spread
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.runtime.driver import advance
 from gnntrain.tasks import LinkPrediction, build_task, ranking
@@ -374,7 +377,7 @@ def throughput_section(cfg0: RunConfig, smoke: bool, tag: str, notes: list[str],
                                 "task.options.exclude_targets=true"], tag)  # as DGL's reverse_id
     task, g = loaded_task(cfg)
     batches, warmup = (8, 2) if smoke else (60, 3)
-    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    python = dgl_python()
     if not python:
         notes.append("DGL throughput row absent: set GNNTRAIN_DGL_PYTHON to a Python with dgl 2.1")
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "dgl": []}
@@ -538,20 +541,18 @@ def negatives_section(cfg0: RunConfig, base: list[str], tag: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="a small synthetic graph (well under a minute)")
+    ap = bench_parser(__doc__, smoke="a small synthetic graph (well under a minute)", seeds=3,
+                      seeds_help="seeds of the reference and of ours in the seeds section (>= 2)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     ap.add_argument("--reference-seeds", type=int, default=1,
                     help="seeds of the PyG reference (its spread over seeds is printed)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds (best kept)")
-    ap.add_argument("--seeds", type=int, default=3,
-                    help="seeds of the reference and of ours in the seeds section (>= 2)")
     ap.add_argument("--first-seed", type=int, default=0,
                     help="the seeds section's first seed, as an offset from the config's")
     ap.add_argument("--pool-with", type=Path, default=None, metavar="JSON",
                     help="an earlier bench/out/link.json whose seeds-section runs join this one's summary")
     args = ap.parse_args(argv)
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    only = csv_list(args.only)
     if [s for s in only if s not in SECTIONS] or args.seeds < 2:
         ap.error(f"--only={args.only!r} (allowed {','.join(SECTIONS)}) and --seeds={args.seeds} (>= 2)")
     tag = "link-smoke" if args.smoke else "link"
@@ -592,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in out["notes"]:
         print(f"note: {n}")
     out["loadavg_after"] = os.getloadavg()[0]
-    return finish("link", checks, out, OUT / f"{tag}.json")
+    return finish("link", checks, out, out_path(tag))
 
 
 if __name__ == "__main__":

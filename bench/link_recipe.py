@@ -25,17 +25,19 @@ lowers its loss, every run reports its metrics). JSON: bench/out/link_recipe-<da
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
 import time
 from typing import Any
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
+from bench.harness.cli import bench_parser, csv_list
+from bench.harness.paths import bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.stats import gap, spread
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from bench.link import SMOKE, loaded_task, pyg_reference
-from bench.spread import gap, spread
-from bench.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 
 DATASETS = {"grqc": "ca-GrQc-link.yaml", "hepph": "ca-HepPh-link.yaml", "condmat": "ca-CondMat-link.yaml"}
@@ -126,16 +128,15 @@ def run_dataset(name: str, yaml: str, seeds: int, workers: tuple[int, ...], refe
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__, smoke="a small synthetic graph, 2 seeds, one process", seeds=5,
+                      seeds_help="seeds a side (>= 2)")
     ap.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated subset of {list(DATASETS)}")
-    ap.add_argument("--seeds", type=int, default=5, help="seeds a side (>= 2)")
     ap.add_argument("--workers", default="1,4", help="comma-separated worker counts of ours (1 = one process)")
     ap.add_argument("--no-reference", action="store_true", help="ours only")
-    ap.add_argument("--smoke", action="store_true", help="a small synthetic graph, 2 seeds, one process")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for ours (not the reference): a variant of the shipped recipe")
     args = ap.parse_args(argv)
-    names = [s.strip() for s in args.datasets.split(",") if s.strip()]
+    names = csv_list(args.datasets)
     if [n for n in names if n not in DATASETS] or args.seeds < 2:
         ap.error(f"--datasets={args.datasets!r} (allowed {','.join(DATASETS)}) and --seeds={args.seeds} (>= 2)")
     workers = (1,) if args.smoke else tuple(int(k) for k in args.workers.split(",") if k.strip())
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]
     tag = "link_recipe-smoke" if args.smoke else "link_recipe-" + "-".join(names)
-    return finish("link_recipe", checks, out, OUT / f"{tag}.json")
+    return finish("link_recipe", checks, out, out_path(tag))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ for metis, random and ldg (``assign_parts`` only): edge cut, cut / random cut,
 training-node and edge imbalance (max/mean). JSON goes to bench/out/.
 
 Times and memory are reported against their targets, never asserted. Exit status 1 when a
-correctness check fails (``bench.verdict``): every method uses all k parts; our METIS
+correctness check fails (``bench.harness.verdict``): every method uses all k parts; our METIS
 (``build_partition_set`` and ``assign_parts``) keeps every balance constraint within the
 allowed load (``partition.balance.allowed_loads``) and cuts fewer edges than random on
 the same graph and k; METIS spill and in-memory modes give the same parts, bare and built.
@@ -35,11 +35,7 @@ the same graph and k; METIS spill and in-memory modes give the same parts, bare 
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,9 +46,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench._dgl_hetero import write_npz
-from bench.procs import peer_environ
-from bench.verdict import Check, check, conclude
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB
+from bench.harness.paths import OUT, out_path
+from bench.harness.peer import dgl_python, last_json, script, start_peer, write_hetero_npz
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import (
     CsvDataset,
     DatasetConfig,
@@ -68,8 +66,6 @@ from partition.graph import Graph
 from partition.metis import load_metis, part_graph_kway
 from partition.steps import StepRecorder, current_rss
 
-OUT = Path(__file__).resolve().parent / "out"
-MIB = 1 << 20
 REAL: dict[str, DatasetConfig] = {
     "cora": PlanetoidDataset(name="cora", path="planetoid", planetoid_name="Cora"),
     "ca-hepph": CsvDataset(name="ca-hepph", path="snap/ca-HepPh/CA-HepPh.txt"),
@@ -200,17 +196,17 @@ print(json.dumps({"seconds": sec, "parts": parts.tolist()}))
 
 
 def _dgl(g: Graph, k: int) -> dict[str, Any] | None:
-    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    python = dgl_python()
     if not python:
         return None
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:
         npz = Path(tmp) / "g.npz"
         np.savez(npz, indptr=g.indptr, indices=g.indices, x=g.x, train=g.train_idx)
-        proc = subprocess.run([python, "-c", _DGL_SCRIPT, str(npz), str(k), str(Path(tmp) / "out")],
-                              capture_output=True, text=True, timeout=3600, env=peer_environ())
+        proc = start_peer(python, ["-c", _DGL_SCRIPT, str(npz), str(k), str(Path(tmp) / "out")],
+                          timeout_s=3600)
     if proc.returncode != 0:
         return {"row": "DGL partition_graph", "k": k, "error": proc.stderr[-500:]}
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = last_json(proc.stdout)
     return {"row": "DGL partition_graph", "k": k, "seconds": res["seconds"],
             **_stats(g, np.asarray(res["parts"], dtype=np.int64), k)}
 
@@ -306,7 +302,7 @@ def synthetic(nodes: int, ks: list[int], repeats: int,
                   f"{d['seconds']:.2f} s = {b['seconds'] / d['seconds']:.2f}x (target <= 1.0), edge cut "
                   f"{b['cut']:.3f} vs {d['cut']:.3f}, train imbalance {b['train_imb']:.3f} vs "
                   f"{d['train_imb']:.3f} (target <= 1.05): {'met' if ok else 'missed'}")
-    if not os.environ.get("GNNTRAIN_DGL_PYTHON"):
+    if not dgl_python():
         con.print("  DGL: skipped (set GNNTRAIN_DGL_PYTHON to a Python with DGL to run it)")
     return [{**r, "graph": g.name, "generate_seconds": gen_s, "data_bytes": data} for r in rows], checks
 
@@ -321,19 +317,18 @@ def _typed_stats(hg: Any, parts: dict[str, np.ndarray], k: int) -> dict[str, Any
 
 
 def _dgl_typed(hg: Any, k: int) -> dict[str, Any] | None:
-    python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    python = dgl_python()
     if not python:
         return None
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:
         npz = Path(tmp) / "g.npz"
-        write_npz(npz, hg, [])
-        proc = subprocess.run([python, str(Path(__file__).resolve().parent / "_dgl_hetero.py"), "partition",
-                               str(npz), str(k), str(Path(tmp) / "out")],
-                              capture_output=True, text=True, timeout=3600)
+        write_hetero_npz(npz, hg, [])
+        proc = start_peer(python, [str(script("_dgl_hetero.py")), "partition", str(npz), str(k),
+                                   str(Path(tmp) / "out")], timeout_s=3600)
         if proc.returncode != 0:
             return {"row": "DGL partition_graph (heterograph)", "k": k, "error": proc.stderr[-500:]}
         parts = {t: np.load(Path(tmp) / "out" / f"parts-{t}.npy") for t in hg.node_types}
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = last_json(proc.stdout)
     return {"row": "DGL partition_graph (heterograph)", "k": k, "seconds": res["seconds"],
             **_typed_stats(hg, parts, k)}
 
@@ -410,7 +405,7 @@ def typed(papers: int, ks: list[int], con: Console) -> tuple[list[dict[str, Any]
                           f"{d['seconds']:.1f} s = {r['seconds'] / d['seconds']:.2f}x (target <= 1.0), edge cut "
                           f"{r['cut']:.3f} vs {d['cut']:.3f}, worst type imbalance "
                           f"{max(r['type_imb'].values()):.3f} vs {max(d['type_imb'].values()):.3f}")
-    if not os.environ.get("GNNTRAIN_DGL_PYTHON"):
+    if not dgl_python():
         con.print("  DGL: skipped (set GNNTRAIN_DGL_PYTHON to a Python with DGL to run it)")
     return [{**r, "graph": hg.name} for r in rows], checks
 
@@ -447,8 +442,7 @@ def real(names: list[str], ks: list[int], con: Console) -> tuple[list[dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.partition", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="20k-node synthetic graph and Cora only")
+    ap = bench_parser(__doc__, smoke="20k-node synthetic graph and Cora only", prog="python -m bench.partition")
     ap.add_argument("--nodes", type=int, default=1_000_000, help="synthetic graph size")
     ap.add_argument("--ks", default="4,8", help="k for the synthetic graph")
     ap.add_argument("--repeats", type=int, default=1, help="best of N for the METIS rows")
@@ -471,11 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         names, real_ks = (["cora"], [2, 4]) if args.smoke else (list(REAL), [2, 4, 8, 16])
         result["real"], more = real(names, real_ks, con)
         checks += more
-    status = conclude("partition", checks, result)
-    path = OUT / ("partition-smoke.json" if args.smoke else "partition.json")
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    con.print(f"wrote {path}")
-    return status
+    return finish("partition", checks, result, out_path("partition", smoke=args.smoke))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ import argparse
 import contextlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -65,13 +64,12 @@ from typing import Any
 import numpy as np
 import psutil
 
-from bench.procs import polled, tree_peaks
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, PeakMeter, children_peak, own_peak, peak_rss, polled, tree
+from bench.harness.paths import out_path, write_json
 
-OUT = Path(__file__).resolve().parent / "out"
-MIB = 1 << 20
 
-
-def _graph_cfg(args: dict[str, Any]) -> Any:
+def graph_cfg(args: dict[str, Any]) -> Any:
     from gnntrain.config import SyntheticConfig
 
     return SyntheticConfig(nodes=args["nodes"], avg_degree=args["avg_degree"], features=args["features"],
@@ -79,20 +77,18 @@ def _graph_cfg(args: dict[str, Any]) -> Any:
                            seed=0)
 
 
-def _peak_mib() -> float:
+def peak_mib() -> float:
     """This process's peak over its life (not its children's: the Ray child's children are
     Ray's daemons), across the partition step recorder's peak resets."""
-    from partition.steps import process_peak_rss
-
-    return process_peak_rss() / MIB
+    return own_peak() / MIB
 
 
 def _child_chunks(a: dict[str, Any]) -> dict[str, Any]:
     from gnntrain.data.synthetic_chunks import write_synthetic_chunks
 
     t0 = time.perf_counter()
-    cg = write_synthetic_chunks(_graph_cfg(a), a["chunks"], name=a["name"])
-    return {"seconds": time.perf_counter() - t0, "peak_mib": _peak_mib(), "edges": cg.num_edges,
+    cg = write_synthetic_chunks(graph_cfg(a), a["chunks"], name=a["name"])
+    return {"seconds": time.perf_counter() - t0, "peak_mib": peak_mib(), "edges": cg.num_edges,
             "edge_chunks": len(cg.manifest.edge_chunks), "node_chunks": len(cg.manifest.node_chunks)}
 
 
@@ -101,13 +97,13 @@ def _child_metis(a: dict[str, Any]) -> dict[str, Any]:
     from partition import PartitionConfig, build_partition_set
 
     t0 = time.perf_counter()
-    g = generate(_graph_cfg(a), name=a["name"])
+    g = generate(graph_cfg(a), name=a["name"])
     t1 = time.perf_counter()
     pset = build_partition_set(g, PartitionConfig(method="metis", parts=a["parts"]), a["root"])
     # METIS itself runs in a process of its own (partition.multilevel.metis_in_child) while
     # this one holds the graph: its peak is this process's largest child's
-    return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": _peak_mib(),
-            "metis_child_peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": peak_mib(),
+            "metis_child_peak_mib": children_peak() / MIB,
             "path": str(pset.path)}
 
 
@@ -132,14 +128,14 @@ def _child_ray(a: dict[str, Any]) -> dict[str, Any]:
         ray.shutdown()
     steps = {s.name: round(s.seconds, 1) for s in run.pset.meta.steps}
     step_peaks = {s.name: round(s.peak_rss_bytes / MIB) for s in run.pset.meta.steps}
-    coord = _peak_mib()
+    coord = peak_mib()
     return {"seconds": seconds, "coordinator_peak_mib": coord, "worker_peak_mib": run.worker_peak_rss / MIB,
             "peak_mib": max(coord, run.worker_peak_rss / MIB), "path": str(run.pset.path), "steps": steps,
             "coordinator_step_peak_mib": step_peaks,
             "task_peak_mib": {k: round(v / MIB) for k, v in run.task_peak_rss.items()}}
 
 
-def _check_set(g: Any, path: str) -> dict[str, Any]:
+def check_set(g: Any, path: str) -> dict[str, Any]:
     """Quality report and round trip of one set against the graph."""
     from partition import open_partition_set, quality_report
 
@@ -165,8 +161,8 @@ def _check_set(g: Any, path: str) -> dict[str, Any]:
 def _child_check(a: dict[str, Any]) -> dict[str, Any]:
     from gnntrain.data.synthetic import generate
 
-    g = generate(_graph_cfg(a), name=a["name"])
-    return {name: _check_set(g, path) for name, path in a["sets"].items()}
+    g = generate(graph_cfg(a), name=a["name"])
+    return {name: check_set(g, path) for name, path in a["sets"].items()}
 
 
 def _chunk_rows(cg: Any, v: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -225,12 +221,11 @@ def _child_stream_check(a: dict[str, Any]) -> dict[str, Any]:
     return {"edge_cut": rep.edge_cut_fraction,
             "imbalance": {k: rep.imbalance[k] for k in ("nodes", "train", "edges")},
             "assigned_once": bool(np.all(owned == 1)), "round_trip": same, "sampled_nodes": int(v.shape[0]),
-            "checksums_s": verified_s, "seconds": time.perf_counter() - t0, "peak_mib": _peak_mib()}
+            "checksums_s": verified_s, "seconds": time.perf_counter() - t0, "peak_mib": peak_mib()}
 
 
 def _child_train(a: dict[str, Any]) -> dict[str, Any]:
     """One epoch on ``parts`` Ray workers from the chunks, reusing the set of step 2."""
-    from bench.distdgl import peak_rss
     from gnntrain.config import load_config
     from gnntrain.runtime.coordinator import run_training
 
@@ -247,10 +242,10 @@ def _child_train(a: dict[str, Any]) -> dict[str, Any]:
     with peak_rss() as seen:
         s = run_training(cfg, progress=False)
     roles: dict[str, list[float]] = {}
-    for role, kib in seen.values():
-        roles.setdefault(role, []).append(round(kib / 1024))
+    for role, b in seen.by_pid.values():
+        roles.setdefault(role, []).append(round(b / MIB))
     return {"seconds": time.perf_counter() - t0, "epoch_s": s.get("epoch_s_mean"), "final": s.get("final"),
-            "edge_cut": s.get("edge_cut_fraction"), "coordinator_peak_mib": _peak_mib(),
+            "edge_cut": s.get("edge_cut_fraction"), "coordinator_peak_mib": peak_mib(),
             "peak_mib_by_role": {r: sorted(v, reverse=True) for r, v in roles.items()},
             "run_dir": s.get("run_dir")}
 
@@ -301,7 +296,8 @@ def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "bench.partition_scale", "--child", kind, json.dumps(a)],
                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
-    with tree_peaks(psutil.Process(child.pid), "RssAnon", 1.0, lambda p: "") as anon:
+    top = psutil.Process(child.pid)
+    with PeakMeter(lambda: tree(top), "RssAnon").polling(1.0) as anon:
         try:
             stdout, _ = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -310,15 +306,14 @@ def _spawn(kind: str, a: dict[str, Any], timeout: float) -> dict[str, Any]:
             raise
     if child.returncode != 0:
         raise RuntimeError(f"step {kind} failed with exit status {child.returncode}")
-    others = [kib for pid, (_, kib) in anon.items() if pid != child.pid]
+    others = [b for pid, (_, b) in anon.by_pid.items() if pid != child.pid]
     return dict(json.loads(stdout.strip().splitlines()[-1])) | {
-        "process_s": time.perf_counter() - t0, "anon_peak_mib": anon.get(child.pid, ("", 0))[1] / 1024,
-        "anon_peak_mib_largest_descendant": max(others, default=0) / 1024}
+        "process_s": time.perf_counter() - t0, "anon_peak_mib": anon.peak(child.pid) / MIB,
+        "anon_peak_mib_largest_descendant": max(others, default=0) / MIB}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="30k nodes, k=4, multilevel on 2 task processes only")
+    ap = bench_parser(__doc__, smoke="30k nodes, k=4, multilevel on 2 task processes only")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--avg-degree", type=float, default=20)
     ap.add_argument("--features", type=int, default=100)
@@ -410,10 +405,8 @@ def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool, 
     print(f"edge cut {c['edge_cut']:.3f}, imbalance {c['imbalance']}; total {time.perf_counter() - t0:.0f} s")
     held = f"round trip of {c['sampled_nodes']} sampled nodes, every node once, balance <= 1.05, training ran"
     print(f"correctness (gated): {held if not failures else 'FAILED: ' + '; '.join(failures)}")
-    OUT.mkdir(parents=True, exist_ok=True)
     tag = "partition_scale-beyond-smoke" if a["smoke"] else "partition_scale-beyond"
-    (OUT / f"{tag}.json").write_text(json.dumps({"graph": a, "rows": rows,
-                                                 "total_s": time.perf_counter() - t0}, indent=1, default=str))
+    write_json({"graph": a, "rows": rows, "total_s": time.perf_counter() - t0}, out_path(tag))
     return 1 if failures else 0
 
 
@@ -469,9 +462,7 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
               f"largest process / METIS path {mem:.2f} (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
     print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")
     print(f"total {total:.0f} s")
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / ("partition_scale-smoke.json" if smoke else "partition_scale.json")).write_text(
-        json.dumps(result, indent=1, default=str))
+    write_json(result, out_path("partition_scale", smoke=smoke))
     return 1 if failures else 0
 
 

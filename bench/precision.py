@@ -16,16 +16,17 @@ The 1-minute load average is printed with every figure. JSON: bench/out/precisio
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from bench.epoch import OUT, SMOKE, WORKLOAD, bench_config, quiet, read_metrics
+from bench.epoch import SMOKE, WORKLOAD
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path, write_json
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.system import loadavg
 from gnntrain.data import load_dataset
 from gnntrain.engine import EpochStats, Prepared, make_optimizer, train_step
 from gnntrain.models import build_model
@@ -48,7 +49,7 @@ def step_times(overrides: list[str], batches: int, repeats: int) -> dict[str, An
         items.append(Prepared(pb, 0.0, 0.0, int(sb.input_nodes.size), sb.num_sampled_edges))
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    out: dict[str, Any] = {"loadavg_before": round(os.getloadavg()[0], 2)}
+    out: dict[str, Any] = {"loadavg_before": loadavg()}
     try:
         for name in ("fp32", "bf16"):
             prec = resolve_precision(name, torch.device("cpu"))
@@ -66,14 +67,14 @@ def step_times(overrides: list[str], batches: int, repeats: int) -> dict[str, An
     finally:
         torch.set_num_threads(before)
     out["ratio"] = out["bf16"] / out["fp32"]
-    out["loadavg_after"] = round(os.getloadavg()[0], 2)
+    out["loadavg_after"] = loadavg()
     return out
 
 
 def accuracy(yaml_name: str, overrides: list[str]) -> dict[str, Any]:
     from gnntrain.runtime.coordinator import run_training
 
-    res: dict[str, Any] = {"loadavg_before": round(os.getloadavg()[0], 2)}
+    res: dict[str, Any] = {"loadavg_before": loadavg()}
     for name in ("fp32", "bf16"):
         cfg = bench_config(yaml_name, [*overrides, f"train.precision={name}"], "precision")
         s = run_training(cfg, single_process=True, progress=False, console=quiet())
@@ -81,13 +82,12 @@ def accuracy(yaml_name: str, overrides: list[str]) -> dict[str, Any]:
         res[name] = {"test_acc": eps[-1].get("test_acc"), "loss": eps[-1]["loss"],
                      "epoch_s": float(np.mean([e["epoch_s"] for e in eps[1:] or eps]))}
     res["diff_points"] = 100 * (res["bf16"]["test_acc"] - res["fp32"]["test_acc"])
-    res["loadavg_after"] = round(os.getloadavg()[0], 2)
+    res["loadavg_after"] = loadavg()
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true")
+    ap = bench_parser(__doc__, smoke="a small, fast version")
     args = ap.parse_args(argv)
     wl = [*WORKLOAD, *(SMOKE if args.smoke else []), "train.eval_every=100"]
     out: dict[str, Any] = {}
@@ -104,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * r['bf16']['test_acc']:.1f}% ({r['diff_points']:+.1f} points); epoch s "
               f"fp32 {r['fp32']['epoch_s']:.2f}, bf16 {r['bf16']['epoch_s']:.2f} "
               f"(load {r['loadavg_before']}-{r['loadavg_after']})")
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / ("precision-smoke.json" if args.smoke else "precision.json")
-    path.write_text(json.dumps(out, indent=1))
-    print(f"wrote {path}")
+    write_json(out, out_path("precision", smoke=args.smoke))
     ok = all(v["bf16"]["test_acc"] is not None for k, v in out.items() if k != "steps")
     return 0 if ok else 1
 

@@ -20,7 +20,7 @@ fanouts [10, 10] per relation: ours over the graph trained as one (a relation id
 edges as a DGL heterograph (an int fanout there is per edge type), in the same run.
 
 Before timing, the first batches are checked against the sampler's contract (exit status 1
-when a check fails, ``bench.verdict``): every sampled edge is an edge of the graph, each
+when a check fails, ``bench.harness.verdict``): every sampled edge is an edge of the graph, each
 node gets min(in-degree, fanout) distinct neighbours, ``input_nodes`` start with the
 seeds and the blocks chain, and the thread pool yields the same batches as one thread.
 Times are reported, never asserted.
@@ -28,8 +28,6 @@ Times are reported, never asserted.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -41,16 +39,19 @@ from typing import Any
 
 import numpy as np
 
-from bench._dgl_hetero import write_npz
-from bench.verdict import Check, check, conclude
+from bench.harness import peer
+from bench.harness.cli import bench_parser
+from bench.harness.paths import out_path
+from bench.harness.peer import last_json, start_peer, write_hetero_npz
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from samplers import CSRSource, NeighborSampler, SampledBatch
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024
-OUT = Path(__file__).resolve().parent / "out"
-DGL_HETERO = Path(__file__).resolve().parent / "_dgl_hetero.py"
+Clock = Callable[[], float]
+DGL_HETERO = peer.script("_dgl_hetero.py")
 CHECK_BATCHES = 3
 
 
@@ -144,12 +145,12 @@ def verify(sampler: NeighborSampler, indptr: np.ndarray, indices: np.ndarray, se
 
 
 def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
-               threads: int, repeats: int) -> dict[str, float]:
+               threads: int, repeats: int, clock: Clock = time.perf_counter) -> dict[str, float]:
     use = seeds[:n_batches * BATCH]
     best = float("inf")
     edges = 0
     for r in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         if threads == 1:
             edges = 0
             for i in range(n_batches):
@@ -158,18 +159,18 @@ def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
         else:
             edges = sum(b.num_sampled_edges for b in sampler.iter_batches(
                 use, BATCH, key=r, shuffle=False, num_threads=threads))
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return {"seeds_per_s": use.size / best, "edges_per_s": edges / best, "seconds": best}
 
 
 def _time_numpy(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
-                n_batches: int) -> dict[str, float]:
+                n_batches: int, clock: Clock = time.perf_counter) -> dict[str, float]:
     rng = np.random.default_rng(0)
     numpy_baseline(indptr, indices, seeds[:BATCH], rng)
-    t0 = time.perf_counter()
+    t0 = clock()
     edges = sum(numpy_baseline(indptr, indices, seeds[i * BATCH:(i + 1) * BATCH], rng)
                 for i in range(n_batches))
-    dt = time.perf_counter() - t0
+    dt = clock() - t0
     return {"seeds_per_s": n_batches * BATCH / dt, "edges_per_s": edges / dt, "seconds": dt}
 
 
@@ -204,7 +205,10 @@ def _time_dgl(python: str, indptr: np.ndarray, indices: np.ndarray, seeds: np.nd
 
 
 def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: int,
-              repeats: int, dgl_python: str | None) -> tuple[list[dict[str, Any]], list[Check]]:
+              repeats: int, dgl_python: str | None,
+              clock: Clock = time.perf_counter) -> tuple[list[dict[str, Any]], list[Check]]:
+    """Rows (ours per thread count, numpy, DGL) and the contract's checks on one power-law
+    graph; times by ``clock`` (wall time; ``bench.regress`` passes CPU time)."""
     t0 = time.perf_counter()
     g = generate(SyntheticConfig(nodes=nodes, avg_degree=20.0, features=1, classes=2,
                                  power_law=2.5, seed=0), name=label)
@@ -218,9 +222,9 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
     rows: list[dict[str, Any]] = []
     for t in sorted({1, threads}):
         rows.append({"graph": label, "impl": "ours", "threads": t,
-                     **_time_ours(sampler, seeds, n_batches, t, repeats)})
+                     **_time_ours(sampler, seeds, n_batches, t, repeats, clock)})
     rows.append({"graph": label, "impl": "numpy", "threads": 1,
-                 **_time_numpy(g.indptr, g.indices, seeds, min(np_batches, n_batches))})
+                 **_time_numpy(g.indptr, g.indices, seeds, min(np_batches, n_batches), clock)})
     if dgl_python:
         for t in sorted({1, threads}):
             res = _time_dgl(dgl_python, g.indptr, g.indices, seeds, n_batches, t)
@@ -237,15 +241,17 @@ def _run_dgl(python: str, script: list[str], write: Callable[[Path], None], args
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "g.npz"
         write(path)
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         try:
-            out = subprocess.run([python, *script, str(path), *args],
-                                 capture_output=True, text=True, env=env, timeout=1800, check=True)
+            out = start_peer(python, [*script, str(path), *args], timeout_s=1800,
+                             env={"OMP_NUM_THREADS": str(threads)})
         except (subprocess.SubprocessError, OSError) as e:
-            err = getattr(e, "stderr", "") or str(e)
-            print(f"  DGL run failed: {err.strip().splitlines()[-1] if err.strip() else e}")
+            print(f"  DGL run failed: {e}")
             return None
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    if out.returncode != 0:
+        err = out.stderr.strip()
+        print(f"  DGL run failed: {err.splitlines()[-1] if err else f'exit status {out.returncode}'}")
+        return None
+    return last_json(out.stdout)
 
 
 def typed_problems(batch: SampledBatch, indptr: np.ndarray, edge_rel: np.ndarray,
@@ -310,7 +316,7 @@ def run_typed(label: str, papers: int, n_batches: int, threads: int, repeats: in
     if dgl_python:
         for t in sorted({1, threads}):
             res = _run_dgl(dgl_python, [str(DGL_HETERO), "sample"],
-                           lambda p: write_npz(p, hg, TYPED_FANOUTS, seeds=local),
+                           lambda p: write_hetero_npz(p, hg, TYPED_FANOUTS, seeds=local),
                            [str(n_batches), str(t)], t)
             if res is not None:
                 rows.append({"graph": label, "impl": "dgl", "threads": t, **res})
@@ -328,14 +334,13 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny graph, a few batches")
+    ap = bench_parser(__doc__, smoke="tiny graph, a few batches")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="'all cores' thread count (default: every CPU)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the best counts")
     ap.add_argument("--only", choices=["homogeneous", "typed"], help="one section only")
     args = ap.parse_args(argv)
-    dgl_python = os.environ.get("GNNTRAIN_DGL_PYTHON")
+    dgl_python = peer.dgl_python()
     repeats = 1 if args.smoke else args.repeats
     if args.smoke:
         plan, typed_plan = [("20k/400k", 20_000, 8, 2)], [("MAG 10k", 4_000, 3)]
@@ -360,12 +365,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['edges_per_s']:>12,.0f} {ratio}  {r['baseline']}")
     result: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, "rows": rows,
                               "python": sys.version.split()[0]}
-    status = conclude("sampling", checks, result)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / ("sampling-smoke.json" if args.smoke else "sampling.json")
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return status
+    return finish("sampling", checks, result, out_path("sampling", smoke=args.smoke))
 
 
 if __name__ == "__main__":

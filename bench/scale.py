@@ -21,8 +21,9 @@ avg_degree 29.10; its other settings keep their defaults (power law 2.5, homophi
 For each size n and worker count k the graph is partitioned with METIS and one epoch is
 simulated as ``gnntrain.simulate.simulate_k`` does it (every worker's real sampler, cache
 and feature reader over all its seeds, every byte counted by category), except that the
-workers fill their caches one at a time (:func:`simulate_lean`; ``simulate_k`` holds all k
-caches at once, ~18 GB at k = 64 and 10M nodes); sizes up to ``--verify-nodes`` also run
+workers fill their caches one at a time (``gnntrain.simulate.simulate_set`` with
+``one_cache_at_a_time``; by default all k caches are held at once, ~18 GB at k = 64 and 10M
+nodes); sizes up to ``--verify-nodes`` also run
 ``simulate_k`` itself and must give the same bytes. Sample, feature and control bytes are
 divided by the epoch's training seeds and fitted per k as ``a + b ln n`` (least squares
 over the sizes); the fit at n = 111,059,956, times 1,207,179 seeds, is the per-epoch
@@ -61,12 +62,10 @@ hash under ``--root`` (default bench/out/scale/partitions), so a rerun skips MET
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import math
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -81,27 +80,25 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, own_meter
+from bench.harness.paths import DATASETS
+from bench.harness.paths import OUT as OUT_ROOT
 from gnntrain.config import ConfigError, RunConfig, SyntheticDataset, load_config
 from gnntrain.data.synthetic import generate
-from gnntrain.engine import steps_per_epoch
 from gnntrain.report import fmt_bytes
-from gnntrain.runtime.driver import epoch_record
-from gnntrain.runtime.loopback import LoopbackGroup
-from gnntrain.simulate import dry_epoch, simulate_k
-from gnntrain.tasks import build_task
+from gnntrain.simulate import simulate_k, simulate_set
 from partition import PartitionSet, build_partition_set
 from partition.graph import Graph
 from partition.steps import StepRecorder
 from samplers import CSRSource, NeighborSampler
 from samplers.config import resolve_fanouts
 
-REPO = Path(__file__).resolve().parent.parent
-OUT = Path(__file__).resolve().parent / "out" / "scale"
-TEMPLATE = REPO / "datasets" / "ogbn-papers100M.yaml"
+OUT = OUT_ROOT / "scale"
+TEMPLATE = DATASETS / "ogbn-papers100M.yaml"
 PER_SEED = ("sample", "feature", "control")  # categories that scale with the seeds
 CATEGORIES = (*PER_SEED, "gradient")
 BATCH_FILL = 0.95  # seeds per batch / batch size at the largest k
-MIB = 1 << 20
 WIDTH = 230  # the tables are wide; the .txt beside the JSON keeps them whole
 
 
@@ -178,72 +175,6 @@ def with_k(cfg: RunConfig, k: int) -> RunConfig:
     return cfg.with_overrides([f"partition.parts={k}", f"cluster.workers={k}"])
 
 
-def simulate_lean(cfg_k: RunConfig, pset: PartitionSet, *, epoch: int = 0) -> dict[str, Any]:
-    """``simulate_k``'s epoch and figures with one worker's cache alive at a time.
-
-    ``simulate_k`` fills every worker's cache at once (k threads), then runs the epochs:
-    at k = 64 that is 64 caches of 5% of the remote rows, ~18 GB at 10M nodes. Here each
-    worker fills its cache, runs its epoch and drops the cache. Nothing else changes: a
-    worker's cache depends on its own reads only, and peers serve from their own rows, so
-    the epoch's counts are the same (checked against ``simulate_k`` on the sizes up to
-    ``--verify-nodes``); the fill's bytes are taken out of the epoch's, as ``simulate_k``
-    does by snapshotting after setup.
-    """
-    k = pset.num_parts
-    parts = [pset.load_part(p) for p in range(k)]
-    task = build_task(cfg_k.task.kind, dict(cfg_k.task.options))
-    group = LoopbackGroup(cfg_k, parts, np.asarray(pset.global_degrees()), int(pset.num_classes),
-                          cfg_k.model.arch, task)
-    cores = [w.access for w in group.workers]
-    setup_b = np.zeros((k, *cores[0].comm.bytes.shape), dtype=np.int64)
-    setup_m = np.zeros_like(setup_b)
-    try:
-        t1 = time.perf_counter()
-        steps = steps_per_epoch(group.train_counts, cfg_k.sampler.batch_size)
-        results = []
-        for w, c in zip(group.workers, cores, strict=True):
-            b0 = np.stack([x.comm.bytes for x in cores])
-            m0 = np.stack([x.comm.messages for x in cores])
-            w.setup_cache()
-            setup_b += np.stack([x.comm.bytes for x in cores]) - b0
-            setup_m += np.stack([x.comm.messages for x in cores]) - m0
-            results.append(dry_epoch(w, epoch, steps))
-            c.reader.cache = None  # the next worker's cache takes its place
-        snaps = group.call("comm_snapshot", phase="accounting")
-        for r, snap, sb, sm in zip(results, snaps, setup_b, setup_m, strict=True):
-            snap["bytes"] = (np.asarray(snap["bytes"]) - sb).tolist()
-            snap["messages"] = (np.asarray(snap["messages"]) - sm).tolist()
-            r["comm"] = snap
-        rec = epoch_record(epoch, results, k, time.perf_counter() - t1, task)
-    finally:
-        group.shutdown()
-    train_counts = group.train_counts
-    del group, cores, parts
-    gc.collect()  # the cores and their peers form cycles that hold the mapped parts
-    return _figures(rec, results, k, steps, int(setup_b.sum()), train_counts, pset)
-
-
-def _figures(rec: dict[str, Any], results: list[dict[str, Any]], k: int, steps: int,
-             setup_bytes: int, train_counts: list[int], pset: PartitionSet) -> dict[str, Any]:
-    """The dict ``simulate_k`` returns, from the same record."""
-    sent = np.asarray(rec["comm"]["by_worker_sent"], dtype=float)
-    inputs = np.array([r["stats"]["input_nodes"] for r in results], dtype=float)
-    feat = np.asarray(rec["comm"]["matrix_by_category"]["feature"], dtype=float).sum(axis=1)
-    return {
-        "k": k, "steps": steps, "partition_s": 0.0, "simulate_s": rec["epoch_s"],
-        "bytes_by_category": rec["comm"]["by_category"], "bytes_total": rec["comm"]["total_bytes"],
-        "bytes_per_worker_mean": float(sent.mean()), "bytes_per_worker_max": float(sent.max()),
-        "feature_bytes_per_worker": feat.tolist(),
-        "remote_input_share": rec["remote_input_share"],
-        "remote_frontier_share": rec["remote_frontier_share"],
-        "cache_hit_rate": rec["cache_hit_rate"], "cache_setup_bytes": setup_bytes,
-        "imbalance_bytes": float(sent.max() / sent.mean()) if sent.mean() else 1.0,
-        "imbalance_input_nodes": float(inputs.max() / inputs.mean()) if inputs.mean() else 1.0,
-        "input_nodes": int(inputs.sum()), "sampled_edges": int(rec["sampled_edges"]),
-        "train_nodes": int(sum(train_counts)), "num_features": int(pset.num_features),
-    }
-
-
 SAME_AS_SIMULATE_K = ("bytes_by_category", "bytes_total", "bytes_per_worker_mean",
                       "bytes_per_worker_max", "remote_input_share", "cache_hit_rate",
                       "cache_setup_bytes", "input_nodes", "steps", "train_nodes")
@@ -262,41 +193,6 @@ def single_seed_inputs(graph: Graph, cfg: RunConfig, count: int = 1000) -> float
                           for i in range(seeds.size)]))
 
 
-class _AnonPeak:
-    """The largest anonymous resident memory (``RssAnon``: heap and arrays, not the page
-    cache of memory-mapped files, which the kernel can drop) seen while active, polled
-    every 0.2 s by a thread."""
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, name="anon-peak", daemon=True)
-
-    @staticmethod
-    def _now() -> int:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
-    def _poll(self) -> None:
-        while True:
-            self.peak = max(self.peak, self._now())
-            if self._stop.wait(0.2):
-                return
-
-    def __enter__(self) -> _AnonPeak:
-        if Path("/proc/self/status").is_file():
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-            self.peak = max(self.peak, self._now())
-
-
 class Meter:
     """Per step: wall time, peak RSS (``VmHWM``, reset at the step's start by
     ``partition.steps.StepRecorder``) and the sampled peak of anonymous memory."""
@@ -307,12 +203,12 @@ class Meter:
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
-        with _AnonPeak() as anon:
+        with own_meter("RssAnon").polling(0.2) as anon:
             with self._rec(name):
                 yield
         s = self._rec.steps[-1]
         self.steps.append({"name": name, "seconds": s.seconds, "rss_peak_mib": s.peak_rss_bytes / MIB,
-                           "anon_peak_mib": anon.peak / MIB})
+                           "anon_peak_mib": anon.largest() / MIB})
 
     @property
     def last(self) -> dict[str, Any]:
@@ -366,7 +262,7 @@ def measure_size(cfg: RunConfig, ks: list[int], verify_nodes: int,
     rows = []
     for k in ks:
         with meter(f"simulate k={k}"):
-            sim = simulate_lean(with_k(cfg, k), psets[k])
+            sim = simulate_set(with_k(cfg, k), psets[k], one_cache_at_a_time=True)
         rows.append(per_seed_row(cfg, psets[k], sim, refs.get(k), size, meter, con))
     size["steps"] = meter.steps
     size["seconds"] = sum(s["seconds"] for s in meter.steps)
@@ -612,7 +508,7 @@ def run(sizes: list[int], ks: list[int], root: Path, share: float, con: Console,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__, smoke="--sizes 20000,40000 --parts 2,4 (under a minute)", prog="python -m bench.scale")
     ap.add_argument("--sizes", default="1000000,4000000,10000000", help="synthetic graph sizes (nodes)")
     ap.add_argument("--parts", default="16,64", help="worker counts k")
     ap.add_argument("--json", type=Path, default=None, help="where the figures go (tables: same name, .txt)")
@@ -623,7 +519,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="sizes up to this also run simulate_k itself and must give the same bytes")
     ap.add_argument("--in-process", action="store_true",
                     help="measure every size in this process (default: a fresh process per size)")
-    ap.add_argument("--smoke", action="store_true", help="--sizes 20000,40000 --parts 2,4 (under a minute)")
     args = ap.parse_args(argv)
     con = Console(width=WIDTH, record=True)
     try:

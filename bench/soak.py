@@ -28,7 +28,7 @@ taken while the epoch ran (avg), which the memory checks compare. An epoch that 
 after a fault replaces its earlier record. The run has a hard wall-clock limit (twice the planned epochs' time +
 10 min): past it the module reports a hang, kills this run's workers and exits 2.
 
-Checks (``bench.verdict``; exit status 1 when one fails): every epoch finished; every
+Checks (``bench.harness.verdict``; exit status 1 when one fails): every epoch finished; every
 scheduled fault is in the summary's failures, with a recovery time and a restart from its
 epoch's checkpoint; never more live workers at an epoch's end than ``--workers`` (a
 recovery that leaks a process shows as extra ones); no worker process left 30 s after the
@@ -45,7 +45,6 @@ before and after. JSON: bench/out/soak.json (``soak-smoke.json``).
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shutil
@@ -54,16 +53,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import procs
-from bench.epoch import OUT, bench_config, machine, quiet
-from bench.verdict import Check, check, conclude, finish
+from bench.harness.cli import bench_parser
+from bench.harness.memory import MIB, rss
+from bench.harness.paths import bench_config, out_path, run_root
+from bench.harness.procs import kill, wait_gone
+from bench.harness.runs import quiet
+from bench.harness.system import loadavg, machine
+from bench.harness.verdict import Check, check, conclude, finish
 from gnntrain.api import override_items
 from gnntrain.config import RunConfig
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.ray_group import worker_processes
 
 KINDS = ("raise", "exit", "stall")
-MIB = 2**20
 
 
 def soak_config(yaml_name: str, workers: int, tag: str, *extra: str) -> RunConfig:
@@ -117,7 +119,7 @@ class Watch:
         done = 0  # epoch lines seen
         before: dict[int, int] = {}  # a sample surely taken before the newest line
         while not self._stop.is_set():
-            now = procs.rss(worker_processes())
+            now = rss(worker_processes())
             done = self.tick(now, before, done, self._lines())
             before = now  # taken before this read of the metrics, so before any line it missed
             self._stop.wait(self.every_s)
@@ -236,21 +238,20 @@ def checks(cfg: RunConfig, s: dict[str, Any] | None, faults: list[dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__, smoke="synthetic-tiny, 2 workers, 6 epochs, two faults")
     ap.add_argument("--minutes", type=float, default=30.0, help="length of the soak run, without its faults' cost")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--every-min", type=float, default=3.0, help="minutes between faults")
-    ap.add_argument("--smoke", action="store_true", help="synthetic-tiny, 2 workers, 6 epochs, two faults")
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.every_min <= 0 or args.workers < 1:
         ap.error(f"--minutes {args.minutes}, --every-min {args.every_min}, --workers {args.workers}: "
                  "all must be positive")
     tag = "soak-smoke" if args.smoke else "soak"
     yaml_name, workers = ("synthetic-tiny.yaml", 2) if args.smoke else ("synthetic-small.yaml", args.workers)
-    root = OUT / "runs" / tag
+    root = run_root(tag)
     shutil.rmtree(root, ignore_errors=True)
     info = machine()
-    load0 = round(os.getloadavg()[0], 2)
+    load0 = loadavg()
     from gnntrain.runtime.cluster import ray_session
 
     base = soak_config(yaml_name, workers, f"{tag}/probe", "train.epochs=2")
@@ -273,16 +274,16 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         if err is not None and err.startswith("hang"):
             print(f"HANG: {err}; killing this run's workers")
-            procs.kill(worker_processes())
+            kill(worker_processes())
             conclude("soak", [check("the run ends within its wall-clock limit", False, err)])
             os._exit(2)  # the run's thread holds Ray: leave without waiting for it
-        left, waited = procs.wait_gone(worker_processes())
+        left, waited = wait_gone(worker_processes())
     rows = [watch.epochs[e] for e in sorted(watch.epochs)]
     grow = growth(rows)
     groups = group_growth(rows, faults)
     failures = (s or {}).get("failures") or []
     report(rows, faults, failures)
-    load1 = round(os.getloadavg()[0], 2)
+    load1 = loadavg()
     print(f"\nrun {wall:.0f} s; error: {err or 'none'}; worker processes left {left} after {waited:.1f} s; "
           f"RSS growth (last 3 epochs / epoch 2) {'-' if grow is None else f'{grow:.3f}'}; "
           f"within worker groups (last / second epoch) "
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "failures": [{k: v for k, v in f.items() if k != "detail"} for f in failures],
         "workers_left": left, "rss_growth": grow, "rss_growth_per_group": groups,
         "loadavg_before": load0, "loadavg_after": load1}
-    status = finish("soak", checks(cfg, s, faults, rows, left, grow, groups), out, OUT / f"{tag}.json")
+    status = finish("soak", checks(cfg, s, faults, rows, left, grow, groups), out, out_path(tag))
     shutil.rmtree(root, ignore_errors=True)
     return status
 

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.verdict import check, conclude
-
-OUT = Path(__file__).resolve().parent / "out"
+from bench.harness.cli import bench_parser
+from bench.harness.paths import out_path
+from bench.harness.verdict import check, finish
 
 
 def _maxrss_mb() -> float:
@@ -249,9 +249,8 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = bench_parser(__doc__, smoke="tiny sizes, seconds")
     ap.add_argument("--nodes", type=int, default=None, help="generation size (default 1M)")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the one-shot baseline (needs ~10x the memory at 10M nodes)")
     ap.add_argument("--skip-accuracy", action="store_true")
@@ -276,16 +275,11 @@ def main(argv: list[str] | None = None) -> int:
                                     nodes=20_000 if args.smoke else 1_000_000)
     _print(result)
     gen = result["generation"]
-    status = conclude("synthetic", [
+    return finish("synthetic", [
         check("the chunked and one-shot generators build the same graph", result["same_graph"],
               f"content hashes {sorted({r['hash'] for r in ok})}"),
         *[check(f"generation {r['method']} ran", "error" not in r, r.get("error", "")) for r in gen],
-    ], result)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / ("synthetic-smoke.json" if args.smoke else f"synthetic-{nodes}.json")
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return status
+    ], result, out_path("synthetic", smoke=True) if args.smoke else out_path(f"synthetic-{nodes}"))
 
 
 if __name__ == "__main__":

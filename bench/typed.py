@@ -34,13 +34,12 @@ model's one-process run, with standard errors (one seed's difference is mostly t
 
 Test accuracy at the epoch with the best validation accuracy (evaluated every 5 epochs),
 with the published supervised HAN Micro-F1 beside it (ACM 85.11, DBLP 90.16; HeCo paper,
-Table 3). Exit status 1 when a correctness check fails (``bench.verdict``): every run
+Table 3). Exit status 1 when a correctness check fails (``bench.harness.verdict``): every run
 lowers its loss. The accuracy gaps are targets, reported. JSON: bench/out/typed.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -50,9 +49,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.epoch import OUT, bench_config, machine, quiet, read_metrics
-from bench.spread import gap, spread
-from bench.verdict import Check, check, finish
+from bench.harness.cli import bench_parser
+from bench.harness.paths import bench_config, out_path
+from bench.harness.runs import quiet, read_metrics
+from bench.harness.stats import gap, spread
+from bench.harness.system import machine
+from bench.harness.verdict import Check, check, finish
 from gnntrain.config import RunConfig
 from gnntrain.models.hetero_sage import relation_dst
 from partition.graph import Graph
@@ -303,15 +305,13 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="a small synthetic typed graph (seconds)")
+    ap = bench_parser(__doc__, smoke="a small synthetic typed graph (seconds)", seeds=0,
+                      seeds_help="instead of the usual rows: the reference and the one-process runs (and the "
+                         "--workers runs) over N seeds (>= 2)")
     ap.add_argument("--datasets", default="acm,dblp", help="comma-separated typed configs")
     ap.add_argument("--no-reference", action="store_true", help="skip the PyG full-batch reference")
     ap.add_argument("--workers", default=None,
                     help="comma-separated Ray worker counts (default 2,4; with --seeds, none unless given)")
-    ap.add_argument("--seeds", type=int, default=0, metavar="N",
-                    help="instead of the usual rows: the reference and the one-process runs (and the "
-                         "--workers runs) over N seeds (>= 2)")
     args = ap.parse_args(argv)
     if args.seeds == 1 or args.seeds < 0:
         ap.error(f"--seeds={args.seeds}: give at least 2 (or leave it out)")
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         out["rows"] += rows
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]
-    return finish("typed", checks, out, OUT / f"{tag}.json")
+    return finish("typed", checks, out, out_path(tag))
 
 
 if __name__ == "__main__":

@@ -19,15 +19,17 @@ trained. JSON: bench/out/workers.json (``workers-smoke.json``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 from typing import Any
 
 import numpy as np
 
-from bench.distdgl import SMOKE, WORKLOAD, peak_rss
-from bench.epoch import OUT, bench_config, quiet, read_metrics, timed
+from bench.distdgl import SMOKE, WORKLOAD
+from bench.harness.cli import bench_parser
+from bench.harness.memory import GIB, peak_rss
+from bench.harness.paths import bench_config, out_path, write_json
+from bench.harness.runs import quiet, read_metrics, timed
+from bench.harness.system import loadavg
 from gnntrain.config import RunConfig
 from gnntrain.data import load_dataset
 from gnntrain.simulate import simulate_k
@@ -38,7 +40,7 @@ def measured(cfg: RunConfig, graph: Graph, k: int) -> dict[str, Any]:
     from gnntrain.runtime.coordinator import run_training
 
     c = cfg.with_overrides([f"cluster.workers={k}", f"partition.parts={k}"])
-    load0 = round(os.getloadavg()[0], 2)
+    load0 = loadavg()
     with peak_rss() as seen:
         s = run_training(c, single_process=False, graph=graph, progress=False, console=quiet())
     eps = read_metrics(s)
@@ -49,15 +51,14 @@ def measured(cfg: RunConfig, graph: Graph, k: int) -> dict[str, Any]:
             "bytes_per_epoch": float(np.mean([e["comm"]["total_bytes"] for e in tm])),
             "bytes_by_category": {c_: float(np.mean([e["comm"]["by_category"][c_] for e in tm]))
                                   for c_ in cats},
-            "peak_rss_gib": sorted((kib / 2**20 for role, kib in seen.values()
+            "peak_rss_gib": sorted((b / GIB for role, b in seen.by_pid.values()
                                     if role == "gnntrain:worker"), reverse=True),
             "test_acc": eps[-1].get("test_acc"), "loadavg_before": load0,
-            "loadavg_after": round(os.getloadavg()[0], 2)}
+            "loadavg_after": loadavg()}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true")
+    ap = bench_parser(__doc__, smoke="a small, fast version")
     ap.add_argument("--yaml", default="synthetic-small.yaml", help="dataset config under datasets/")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per row (default 3, smoke 2)")
     ap.add_argument("--workers", default=None, help="measured worker counts (default 1,2,4; smoke 1,2)")
@@ -100,10 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"graph": {"name": graph.name, "nodes": graph.num_nodes, "edges": graph.num_edges,
                      "train": int(graph.train_idx.size)}, "epochs": epochs, "measured": rows,
            "simulated": sims, "cpus": os.cpu_count(), "config": cfg.model_dump(mode="json")}
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{tag}.json"
-    path.write_text(json.dumps(out, indent=1, default=float))
-    print(f"wrote {path}")
+    write_json(out, out_path(tag))
     ok = all(r["epoch_s"] > 0 and r["peak_rss_gib"] for r in rows)
     if not ok:
         print("FAILED: a measured row has no epoch time or no worker RSS")

@@ -14,11 +14,12 @@ Example::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -33,6 +34,9 @@ from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.runtime.worker import Worker
 from gnntrain.tasks import Task, build_task
 from partition.graph import Graph
+
+if TYPE_CHECKING:
+    from partition import TrainingSet
 
 
 def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
@@ -74,16 +78,35 @@ def dry_epoch(worker: Worker, epoch: int, steps: int) -> dict[str, Any]:
 
 
 def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
-               task: Task | None = None) -> dict[str, Any]:
+               task: Task | None = None, one_cache_at_a_time: bool = False) -> dict[str, Any]:
     """One simulated epoch on ``k`` workers: bytes, shares, cache and balance figures.
     ``task`` (one whose ``load_graph`` made ``graph``, e.g. a link task holding its split)
-    replaces ``task.kind``; it is placed on the partitioned ids."""
+    replaces ``task.kind``; it is placed on the partitioned ids. The graph is partitioned
+    (or its stored set reused), then :func:`simulate_set` runs the epoch."""
     from partition import build_training_set
 
     cfg_k = cfg.with_overrides([f"partition.parts={k}", f"cluster.workers={k}"])
     t0 = time.perf_counter()
     pset = build_training_set(graph, cfg_k.partition)
     t_part = time.perf_counter() - t0
+    out = simulate_set(cfg_k, pset, epoch=epoch, task=task, one_cache_at_a_time=one_cache_at_a_time)
+    return {**out, "partition_s": t_part}
+
+
+def simulate_set(cfg_k: RunConfig, pset: TrainingSet, *, epoch: int = 0, task: Task | None = None,
+                 one_cache_at_a_time: bool = False) -> dict[str, Any]:
+    """One simulated epoch on the ``k`` workers of a partition set (``cfg_k`` has
+    ``partition.parts`` and ``cluster.workers`` equal to ``k``); the figures of
+    :func:`simulate_k`, with ``partition_s`` 0.
+
+    By default every worker fills its cache first (k threads, as a run does), then the
+    epochs run: all k caches are alive at once. With ``one_cache_at_a_time`` each worker
+    fills its cache, runs its epoch and drops the cache before the next worker starts
+    (at k = 64 and 10M nodes the k caches together take ~18 GB). The counts are the same
+    either way: a worker's cache depends on its own reads only, and peers serve from their
+    own rows. The fill's bytes are never part of the epoch's.
+    """
+    k = pset.num_parts
     parts = [pset.load_part(p) for p in range(k)]  # typed rows per type, as workers hold them
     task = (task.placed(pset.new_id_map()) if task is not None
             else build_task(cfg_k.task.kind, dict(cfg_k.task.options)))
@@ -94,22 +117,60 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
             w.access.embedding.shard.dry = True
     try:
         t1 = time.perf_counter()
-        caches = group.call("setup_cache", phase="cache setup")
-        setup = group.call("comm_snapshot", phase="accounting")
         steps = steps_per_epoch(group.train_counts, cfg_k.sampler.batch_size)
-        results = [dry_epoch(w, epoch, steps) for w in group.workers]
-        for r, snap in zip(results, group.call("comm_snapshot", phase="accounting"), strict=True):
-            r["comm"] = snap  # taken once every worker has run (peers serve each other)
+        if one_cache_at_a_time:
+            caches, setup_bytes, results = _epochs_one_cache_at_a_time(group, epoch, steps)
+        else:
+            caches = group.call("setup_cache", phase="cache setup")
+            setup = group.call("comm_snapshot", phase="accounting")
+            setup_bytes = int(sum(np.asarray(s["bytes"]).sum() for s in setup))
+            results = [dry_epoch(w, epoch, steps) for w in group.workers]
+            for r, snap in zip(results, group.call("comm_snapshot", phase="accounting"), strict=True):
+                r["comm"] = snap  # taken once every worker has run (peers serve each other)
         rec = epoch_record(epoch, results, k, time.perf_counter() - t1, task)
     finally:
         group.shutdown()
+    train_counts = group.train_counts
+    del group, parts
+    gc.collect()  # the workers and their peers form cycles that hold the mapped parts
+    return _figures(rec, results, k, steps, setup_bytes, caches, train_counts, int(pset.num_features))
+
+
+def _epochs_one_cache_at_a_time(group: LoopbackGroup, epoch: int,
+                                steps: int) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]]]:
+    """(cache setups, fill bytes, per-worker epoch results): each worker fills its cache,
+    runs its epoch and drops the cache; the fill's bytes and messages, counted on every
+    worker (peers serve the fill's reads), are taken out of the epoch's snapshots."""
+    cores = [w.access for w in group.workers]
+    setup_b = np.zeros((len(cores), *cores[0].comm.bytes.shape), dtype=np.int64)
+    setup_m = np.zeros_like(setup_b)
+    caches, results = [], []
+    for w, c in zip(group.workers, cores, strict=True):
+        b0 = np.stack([x.comm.bytes for x in cores])
+        m0 = np.stack([x.comm.messages for x in cores])
+        caches.append(w.setup_cache())
+        setup_b += np.stack([x.comm.bytes for x in cores]) - b0
+        setup_m += np.stack([x.comm.messages for x in cores]) - m0
+        results.append(dry_epoch(w, epoch, steps))
+        c.reader.cache = None  # the next worker's cache takes its place
+    snaps = group.call("comm_snapshot", phase="accounting")
+    for r, snap, sb, sm in zip(results, snaps, setup_b, setup_m, strict=True):
+        snap["bytes"] = (np.asarray(snap["bytes"]) - sb).tolist()
+        snap["messages"] = (np.asarray(snap["messages"]) - sm).tolist()
+        r["comm"] = snap
+    return caches, int(setup_b.sum()), results
+
+
+def _figures(rec: dict[str, Any], results: list[dict[str, Any]], k: int, steps: int, setup_bytes: int,
+             caches: list[dict[str, Any]], train_counts: list[int], num_features: int) -> dict[str, Any]:
+    """The figures of one simulated epoch from its record."""
     sent = np.asarray(rec["comm"]["by_worker_sent"], dtype=float)
     inputs = np.array([r["stats"]["input_nodes"] for r in results], dtype=float)
     feat = np.asarray(rec["comm"]["matrix_by_category"]["feature"], dtype=float).sum(axis=1)
     return {
         "k": k,
         "steps": steps,
-        "partition_s": t_part,
+        "partition_s": 0.0,
         "simulate_s": rec["epoch_s"],
         "bytes_by_category": rec["comm"]["by_category"],
         "messages_by_category": rec["comm"]["messages_by_category"],
@@ -120,15 +181,16 @@ def simulate_k(cfg: RunConfig, graph: Graph, k: int, *, epoch: int = 0,
         "remote_input_share": rec["remote_input_share"],
         "remote_frontier_share": rec["remote_frontier_share"],
         "cache_hit_rate": rec["cache_hit_rate"],
-        "cache_setup_bytes": int(sum(np.asarray(s["bytes"]).sum() for s in setup)),
+        "cache_setup_bytes": setup_bytes,
         "cache_capacity": int(sum(c["capacity"] for c in caches)),
         "cache_bytes": int(sum(c.get("bytes", 0) for c in caches)),
         "bytes_by_node_type": rec["comm"].get("by_node_type", {}),
         "imbalance_bytes": float(sent.max() / sent.mean()) if sent.mean() else 1.0,
         "imbalance_input_nodes": float(inputs.max() / inputs.mean()) if inputs.mean() else 1.0,
         "input_nodes": int(inputs.sum()),
-        "train_nodes": int(sum(group.train_counts)),
-        "num_features": int(pset.num_features),
+        "sampled_edges": int(rec["sampled_edges"]),
+        "train_nodes": int(sum(train_counts)),
+        "num_features": num_features,
     }
 
 

@@ -24,7 +24,8 @@ from bench.configs import (
     read_run,
     row,
 )
-from bench.smoke import MODULES, Finished, run_limited
+from bench.harness.runs import Finished, run_limited
+from bench.smoke import MODULES
 
 
 def test_the_ogbn_configs_are_the_templates_and_ogbl_ddi_is_not() -> None:

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from bench.distdgl import PEER, peak_rss, seed_summary, separability, time_to
+from bench.distdgl import PEER, seed_summary, separability, time_to
+from bench.harness.memory import peak_rss
 from gnntrain.config import SyntheticConfig
 from gnntrain.data import generate
 
@@ -37,10 +38,10 @@ def test_peak_rss_names_dgl_roles_and_sees_their_peak() -> None:
         for p in procs:
             p.wait(timeout=60)
         time.sleep(0.3)
-    roles = {seen[p.pid][0]: seen[p.pid][1] for p in procs if p.pid in seen}
+    roles = {seen.by_pid[p.pid][0]: seen.peak(p.pid) for p in procs if p.pid in seen.by_pid}
     assert set(roles) == {"dgl:server:1", "dgl:trainer:0"}
-    assert procs[2].pid not in seen
-    assert all(kib >= 200 * 1024 for kib in roles.values()), roles
+    assert procs[2].pid not in seen.by_pid
+    assert all(b >= 200 * 2**20 for b in roles.values()), roles
 
 
 def test_seed_summary_gives_each_seed_and_the_mean_against_distdgl() -> None:

@@ -1,4 +1,4 @@
-"""bench.spread: the mean and spread over seeds, and the gap of two means with its error."""
+"""bench.harness.stats: the mean and spread over seeds, and the gap of two means with its error."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.spread import gap, spread
+from bench.harness.stats import gap, spread
 
 
 def test_spread_uses_the_sample_standard_deviation() -> None:

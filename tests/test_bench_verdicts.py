@@ -20,10 +20,11 @@ import torch
 import bench.cache
 import bench.comm
 import bench.epoch
+import bench.harness.paths
 import bench.partition
 import bench.sampling
 import bench.smoke
-from bench.verdict import check, conclude
+from bench.harness.verdict import check, conclude
 from samplers import CSRSource, Neighbors
 from tests.conftest import make_graph
 
@@ -31,8 +32,9 @@ from tests.conftest import make_graph
 @pytest.fixture(autouse=True)
 def bench_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every module writes its JSON (and partition sets, run dirs) under a temp dir."""
+    monkeypatch.setattr(bench.harness.paths, "OUT", tmp_path)  # out_path, bench_config, run_root
     for mod in (bench.cache, bench.comm, bench.epoch, bench.partition, bench.sampling):
-        monkeypatch.setattr(mod, "OUT", tmp_path)
+        monkeypatch.setattr(mod, "OUT", tmp_path, raising=False)
     return tmp_path
 
 

@@ -11,11 +11,15 @@ them and returns 1 when any failed, so ``python -m bench.smoke`` catches the fai
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from bench.harness.paths import write_json
+from partition.graph import Graph
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,12 @@ def conclude(module: str, checks: Sequence[Check], out: dict[str, Any] | None = 
 def finish(module: str, checks: Sequence[Check], out: dict[str, Any], path: Path) -> int:
     """:func:`conclude`, then write ``out`` (with its checks) as JSON to ``path``."""
     status = conclude(module, checks, out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1, default=str))
-    print(f"wrote {path}")
+    write_json(out, path)
     return status
+
+
+def majority_share(graph: Graph) -> float:
+    """Test accuracy of always predicting the most common test label: the floor a
+    training benchmark's accuracy must beat."""
+    y = graph.y[graph.test_idx]
+    return float(np.bincount(y).max() / y.size) if y.size else 0.0

@@ -1,7 +1,7 @@
 """gnntrain on M Ray workers (fp32 and bf16) against DistDGL 2.1 on M machines × 1 trainer, same run.
 
     python -m bench.distdgl                 # 100k nodes / 2M edges, 2 machines, 8 epochs each (not in CI)
-    python -m bench.distdgl --epochs 16 --eval-every 4 --seed 0,1,2   # bench/RESULTS.md's current rows
+    python -m bench.distdgl --epochs 16 --eval-every 4 --seed 0,1,2   # docs/benchmarks/distdgl.md's current rows
     python -m bench.distdgl --epochs 40 --eval-every 8 --graph mixed
     python -m bench.distdgl --machines 4 --seed 1
     python -m bench.distdgl --machines 4 --precision fp32 --epochs 40 --seed 0,1,2

@@ -24,7 +24,7 @@ other setting from the YAML. Sections:
   train the same function from the same point.
 * ``pyg``: PyG full-batch training of the same model (``BlockGNN`` layers over the
   whole graph as one sparse CSR adjacency, one optimiser step per epoch).
-* ``overhead``: 1 and 2 Ray workers (each uses 1 torch thread: ``ray_group.py`` sets
+* ``overhead``: 1 and 2 Ray workers (each uses 1 torch thread: ``ray_group`` sets
   it), against the single-process trainer at 1 thread.
 * ``steps``: the training step alone (forward, backward, Adam) on the same 6 sampled
   batches, 1 torch thread, with each of the model's two speed-ups switched off in turn:

@@ -6,7 +6,7 @@ pinned-memory copies) plus the single-process trainer, in each ``--precision``
 (``train.precision``: fp32, and bf16 autocast), and prints epoch time and test accuracy of
 each, then bf16's epoch time and accuracy against fp32's for each mode. It exits with
 status 2 and a message when no CUDA device is present.
-Record its table in bench/RESULTS.md.
+Record its table in docs/benchmarks/gpu.md.
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
         pset.check_files(verify=True)
     return pset, quality_report(data, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts),
                                 method=cfg.partition.method, steps=list(pset.meta.steps),
-                                num_parts=pset.num_parts, partition_path=pset.path)
+                                num_parts=pset.num_parts, partition_path=pset.location)
 
 
 @contextmanager

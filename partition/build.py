@@ -40,7 +40,7 @@ from partition.manifest import manifest_bytes
 from partition.methods import assign_parts, check_request
 from partition.paths import check_component, join_under
 from partition.steps import StepRecorder, StepStat
-from partition.storage import LocalStore, Store, is_remote, open_store
+from partition.storage import LocalStore, Store, is_remote, local_path, open_store
 from partition.store import PartitionSet, open_partition_set, settings_of
 
 __all__ = ["Renumbering", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
@@ -296,7 +296,7 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
     if is_remote(where):
         return _build_in_store(graph, cfg, open_store(where, cfg.storage_options), force=force,
                                on_write=on_write)
-    root = Path(where)
+    root = local_path(where)
     rec = StepRecorder()
     if not force and _may_exist(root, graph, cfg):
         with rec("hash"):

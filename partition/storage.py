@@ -30,7 +30,7 @@ from partition.errors import PartitionError
 from partition.manifest import CHUNK, FileMismatch, atomic_write_bytes
 
 __all__ = ["FsspecStore", "LocalStore", "Store", "StorageError", "default_scratch", "is_remote",
-           "open_store", "redact"]
+           "local_path", "open_store", "redact"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SECRET = re.compile(r"key|secret|token|password|passwd|credential|session", re.IGNORECASE)

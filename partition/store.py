@@ -31,7 +31,7 @@ from partition.format import (
 from partition.graph import Graph, node_types_of
 from partition.manifest import read_manifest
 from partition.staging import stage_set
-from partition.storage import Store, is_remote, open_store
+from partition.storage import Store, is_remote, local_path, open_store
 
 __all__ = ["Part", "PartitionSet", "check_ids", "open_partition_set", "settings_of"]
 
@@ -272,7 +272,7 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
         pset = open_partition_set(local, expect_graph_hash=expect_graph_hash)
         pset.remote = open_store(path, storage_options)
         return pset
-    root = Path(path)
+    root = local_path(path)
     meta_path = root / "meta.json"
     rebuild = ("rebuild it with build_partition_set(graph, cfg, force=True) or "
                "`python -m partition --config <dataset.yaml> --force`")

@@ -12,7 +12,15 @@ import pytest
 from partition import PartitionConfig, build_partition_set, open_partition_set
 from partition.errors import PartitionChecksumError, PartitionFormatError
 from partition.staging import stage_part
-from partition.storage import FsspecStore, LocalStore, StorageError, is_remote, open_store, redact
+from partition.storage import (
+    FsspecStore,
+    LocalStore,
+    StorageError,
+    is_remote,
+    local_path,
+    open_store,
+    redact,
+)
 from tests.conftest import make_graph
 
 S3Bucket = tuple[str, dict[str, object]]
@@ -30,6 +38,7 @@ def test_uris_and_redaction() -> None:
     assert is_remote("s3://b/p") and is_remote("gs://b") and is_remote("memory://x")
     assert not is_remote("/data/parts") and not is_remote("parts") and not is_remote("file:///data")
     assert isinstance(open_store("file:///tmp/x"), LocalStore)
+    assert local_path("file:///data/parts") == Path("/data/parts") == local_path("/data/parts")
     opts = {"endpoint_url": "http://h:9000", "key": "AKIA", "secret": "s", "anon": False,
             "client_kwargs": {"aws_session_token": "t", "region_name": "r"}, "password": "p"}
     assert redact(opts) == {"endpoint_url": "http://h:9000", "anon": False,
@@ -126,3 +135,9 @@ def test_store_errors_name_the_uri_never_the_secret(s3_bucket: S3Bucket) -> None
     assert f"{uri}/set/meta.json" in msg and "endpoint" in msg
     assert str(options["secret"]) not in msg and str(options["key"]) not in msg
     assert "secret" not in json.dumps(redact(dead))
+
+
+def test_a_file_uri_root_is_a_local_directory(tmp_path: Path) -> None:
+    pset = build_partition_set(make_graph(), _cfg(f"file://{tmp_path}"))
+    assert pset.remote is None and pset.path.parent == tmp_path
+    assert open_partition_set(f"file://{pset.path}").meta.meta_sha256 == pset.meta.meta_sha256

@@ -83,7 +83,7 @@ class RunDir:
 
     def write_config(self, cfg: RunConfig) -> None:
         atomic_write_bytes(self.path / "config.yaml",
-                           yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False).encode())
+                           yaml.safe_dump(cfg.public_dump(), sort_keys=False).encode())
 
     def read_config_raw(self) -> dict[str, Any]:
         with (self.path / "config.yaml").open() as f:

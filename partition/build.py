@@ -33,13 +33,14 @@ from partition.format import (
     PartitionMeta,
     meta_digest,
     unset_optional,
-    write_npy,
+    write_npy_to,
 )
 from partition.graph import Graph, unique_sorted
-from partition.manifest import write_manifest
+from partition.manifest import manifest_bytes
 from partition.methods import assign_parts, check_request
-from partition.paths import join_under
+from partition.paths import check_component, join_under
 from partition.steps import StepRecorder, StepStat
+from partition.storage import LocalStore, Store, is_remote, local_path, open_store
 from partition.store import PartitionSet, open_partition_set, settings_of
 
 __all__ = ["Renumbering", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
@@ -154,19 +155,25 @@ def part_files(p: int, book: PartitionBook, indptr: np.ndarray, indices: np.ndar
                               **{split: int(splits[split].shape[0]) for split in ("train", "val", "test")})
 
 
-class _Writer:
-    """Checksums and writes files on one background thread (hashlib, file writes and numpy
-    gathers release the GIL), so part ``p`` is written while part ``p + 1`` is gathered.
-    At most two parts' arrays are alive at once."""
+def _put_npy(dest: Store, rel: str, arr: np.ndarray) -> FileEntry:
+    with dest.open_write(rel) as f:
+        return write_npy_to(f, arr)
 
-    def __init__(self, pool: ThreadPoolExecutor, on_write: Callable[[str], None] | None) -> None:
+
+class _Writer:
+    """Checksums and writes files on one background thread (hashlib, file writes, uploads
+    and numpy gathers release the GIL), so part ``p`` is written while part ``p + 1`` is
+    gathered. At most two parts' arrays are alive at once."""
+
+    def __init__(self, pool: ThreadPoolExecutor, dest: Store, on_write: Callable[[str], None] | None) -> None:
         self.pool = pool
+        self.dest = dest
         self.on_write = on_write
         self.pending: list[tuple[str, Future[FileEntry]]] = []
         self.files: dict[str, FileEntry] = {}
 
-    def submit(self, tmp: Path, rel: str, arr: np.ndarray) -> None:
-        self.pending.append((rel, self.pool.submit(write_npy, tmp / rel, arr)))
+    def submit(self, rel: str, arr: np.ndarray) -> None:
+        self.pending.append((rel, self.pool.submit(_put_npy, self.dest, rel, arr)))
 
     def drain(self) -> None:
         for rel, fut in self.pending:
@@ -176,28 +183,27 @@ class _Writer:
         self.pending.clear()
 
 
-def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
+def _write_set(dest: Store, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
                rec: StepRecorder, key: str, on_write: Callable[[str], None] | None) -> None:
     with rec("renumber"):
         ren = Renumbering(parts, cfg.parts)
         new_splits = {s: np.sort(ren.new_of[graph.split_idx(s)]) for s in ("train", "val", "test")}
     with rec("write"), ThreadPoolExecutor(1, thread_name_prefix="partition-writer") as pool:
-        w = _Writer(pool, on_write)
-        w.submit(tmp, "global_degrees.npy", graph.in_degrees()[ren.perm])
-        w.submit(tmp, "new_ids.npy", ren.new_of)
-        w.submit(tmp, "orig_ids.npy", ren.perm)
+        w = _Writer(pool, dest, on_write)
+        w.submit("global_degrees.npy", graph.in_degrees()[ren.perm])
+        w.submit("new_ids.npy", ren.new_of)
+        w.submit("orig_ids.npy", ren.perm)
         mark = np.zeros(graph.num_nodes, dtype=bool)
         counts = []
         for p in range(cfg.parts):
             arrays, c = _part_arrays(graph, ren, p, new_splits, mark)
             counts.append(c)
             w.drain()
-            (tmp / f"part-{p}").mkdir()
             for name, arr in arrays.items():
-                w.submit(tmp, f"part-{p}/{name}.npy", arr)
+                w.submit(f"part-{p}/{name}.npy", arr)
             del arrays
         w.drain()
-    write_meta(tmp, key=key, graph_name=graph.name, graph_hash=graph.content_hash(), cfg=cfg,
+    write_meta(dest, key=key, graph_name=graph.name, graph_hash=graph.content_hash(), cfg=cfg,
                num_nodes=graph.num_nodes, num_edges=graph.num_edges, num_features=graph.num_features,
                num_classes=graph.num_classes, feature_dtype=graph.x.dtype.name, offsets=ren.book.offsets,
                counts=counts, files=w.files, steps=rec.steps,
@@ -209,13 +215,14 @@ def _write_set(tmp: Path, graph: Graph, cfg: PartitionConfig, parts: np.ndarray,
         on_write("meta.json")
 
 
-def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: PartitionConfig,
+def write_meta(tmp: Path | Store, *, key: str, graph_name: str, graph_hash: str, cfg: PartitionConfig,
                num_nodes: int, num_edges: int, num_features: int, num_classes: int,
                feature_dtype: str, offsets: np.ndarray, counts: list[PartCounts],
                files: dict[str, FileEntry], steps: list[StepStat],
                node_types: NodeTypeRanges | None = None,
                edge_types: list[str] | None = None) -> PartitionMeta:
-    """Write ``meta.json`` of a set whose array files are already in ``tmp``."""
+    """Write ``meta.json`` of a set whose array files are already in ``tmp`` (a local
+    directory or a store), atomically and last."""
     cut = sum(c.cut_edges for c in counts)
     meta = PartitionMeta(
         format_version=FORMAT_VERSION, key=key, graph_name=graph_name, graph_hash=graph_hash,
@@ -227,7 +234,8 @@ def write_meta(tmp: Path, *, key: str, graph_name: str, graph_hash: str, cfg: Pa
         library={"numpy": np.__version__, "format": str(FORMAT_VERSION)}, node_types=node_types,
         edge_types=edge_types)
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
-    write_manifest(tmp / "meta.json", meta.model_dump(mode="json", exclude=unset_optional(meta)))
+    dest = tmp if isinstance(tmp, Store) else LocalStore(tmp)
+    dest.write_bytes("meta.json", manifest_bytes(meta.model_dump(mode="json", exclude=unset_optional(meta))))
     return meta
 
 
@@ -279,9 +287,16 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
     ``on_write(rel_path)`` is called after each file of the new set is written (last
     ``meta.json``), before the set is renamed into place; tests use it to interrupt the
     write step at a known file.
+
+    A ``root`` that is an object-store URI (``s3://bucket/prefix``; :mod:`partition.storage`)
+    gets each file uploaded as it is written and ``meta.json`` last (:func:`_build_in_store`).
     """
     check_request(graph, cfg)
-    root = Path(cfg.root if root is None else root)
+    where = cfg.root if root is None else root
+    if is_remote(where):
+        return _build_in_store(graph, cfg, open_store(where, cfg.storage_options), force=force,
+                               on_write=on_write)
+    root = local_path(where)
     rec = StepRecorder()
     if not force and _may_exist(root, graph, cfg):
         with rec("hash"):
@@ -302,6 +317,29 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
             with rec("hash"):  # the wait for the background hash, usually ~0
                 graph_hash = hashing.result()
         path = set_path(root, graph, cfg)
-        _write_set(tmp, graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1], on_write)
+        _write_set(LocalStore(tmp), graph, cfg, parts, rec, path.name.rsplit("-", 1)[-1], on_write)
         move_into_place(tmp, path)
     return open_partition_set(path, expect_graph_hash=graph_hash)
+
+
+def _build_in_store(graph: Graph, cfg: PartitionConfig, store: Store, *, force: bool,
+                    on_write: Callable[[str], None] | None) -> PartitionSet:
+    """Build the set straight into an object store: no local copy, each file uploaded by
+    the writer thread as it is written, ``meta.json`` last. Object stores have no rename, so
+    a set is complete or absent by its manifest: a set without ``meta.json`` does not exist
+    for a reader, and a forced rebuild deletes the old manifest before it writes anything."""
+    rec = StepRecorder()
+    with rec("hash"):
+        graph_hash = graph.content_hash()
+    name = check_component("partition set name (dataset.name)", _set_prefix(graph, cfg) + set_key(graph_hash, cfg))
+    dest = store.child(name)
+    if not force and dest.exists("meta.json"):
+        pset = open_partition_set(dest.uri, expect_graph_hash=graph_hash, storage_options=cfg.storage_options)
+        pset.check_matches(graph_hash, cfg)
+        pset.check_files()
+        pset.reused = True
+        return pset
+    dest.remove("meta.json")
+    parts = assign_parts(graph, cfg, steps=rec)
+    _write_set(dest, graph, cfg, parts, rec, name.rsplit("-", 1)[-1], on_write)
+    return open_partition_set(dest.uri, expect_graph_hash=graph_hash, storage_options=cfg.storage_options)

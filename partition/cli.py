@@ -95,12 +95,12 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     for method in methods:
         pcfg = cfg.partition.model_copy(update={"method": method})
         pset = build_partition_set(graph, pcfg, args.root, force=args.force)
-        notes = [f"partition set reused from {pset.path}; its step times are from the build at "
+        notes = [f"partition set reused from {pset.location}; its step times are from the build at "
                  f"{pset.meta.created_utc} (use --force to rebuild)"] if pset.reused else []
         reports.append(quality_report(
             graph, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts), replace=cfg.sampler.replace,
             method=method, num_parts=pcfg.parts, steps=rec.steps + pset.meta.steps,
-            partition_path=pset.path, notes=notes))
+            partition_path=pset.location, notes=notes))
     reports[0].print(console)
     if len(reports) > 1:
         print_comparison(reports, console)

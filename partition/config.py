@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,8 +13,8 @@ METHODS: tuple[str, ...] = get_args(Method)
 class PartitionConfig(BaseModel):
     """How the graph is cut into parts.
 
-    Every field except ``root`` (where sets live) and ``metis_spill`` (changes memory and
-    time, never the parts) is part of the partition set's key.
+    Every field except ``root`` and ``storage_options`` (where sets live) and ``metis_spill``
+    (changes memory and time, never the parts) is part of the partition set's key.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -37,6 +37,13 @@ class PartitionConfig(BaseModel):
     allow_empty_train: bool = Field(False, description="allow parts without training nodes (more "
                                     "parts than training nodes)")
     root: str = Field("partitions", description="directory of stored partition sets; a relative "
-                      "path is resolved on the driver")
+                      "path is resolved on the driver. An object-store URI (s3://bucket/prefix, "
+                      "gs://bucket/prefix) writes each set straight to the store, and each worker "
+                      "stages its own part to cluster.scratch_dir")
+    storage_options: dict[str, Any] = Field(
+        default_factory=dict, description="options of the object store of a URI root, handed to "
+        "fsspec as they are (e.g. endpoint_url of an on-premise S3, anon, profile; key/secret/"
+        "token only where the standard places cannot be used): secret-looking keys are never "
+        "written to config.yaml, summary.json or logs")
     metis_spill: bool = Field(True, description="let METIS keep big coarsened graphs in temporary "
                               "files: ~60% less METIS memory on large graphs, ~20% slower, same parts")

@@ -74,7 +74,7 @@ saw the symmetrised copy), self-loops and isolated nodes included.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,7 +87,7 @@ from partition.steps import StepStat
 __all__ = [
     "EDGE_REL_FILE", "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts",
     "PartitionMeta",
-    "check_present", "meta_digest", "read_npy", "write_npy",
+    "check_present", "meta_digest", "read_npy", "write_npy", "write_npy_to",
 ]
 
 FORMAT_VERSION = 1
@@ -174,14 +174,20 @@ def meta_digest(meta: BaseModel) -> str:
 
 def write_npy(path: Path, arr: np.ndarray) -> FileEntry:
     """Write ``arr`` as ``.npy`` and checksum the bytes on the way out (no second read)."""
-    arr = np.ascontiguousarray(arr)
     with path.open("wb") as raw:
-        f = HashingWriter(raw)
-        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))  # type: ignore[arg-type]
-        data = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")  # type: ignore[arg-type]
-        for start in range(0, len(data), CHUNK):
-            f.write(data[start:start + CHUNK])
-        rec = f.record()
+        return write_npy_to(raw, arr)
+
+
+def write_npy_to(raw: BinaryIO, arr: np.ndarray) -> FileEntry:
+    """Write ``arr`` as ``.npy`` to an open binary file (a local file or an object being
+    uploaded), checksumming the bytes on the way out."""
+    arr = np.ascontiguousarray(arr)
+    f = HashingWriter(raw)
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))  # type: ignore[arg-type]
+    data = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")  # type: ignore[arg-type]
+    for start in range(0, len(data), CHUNK):
+        f.write(data[start:start + CHUNK])
+    rec = f.record()
     return FileEntry(sha256=rec.sha256, bytes=rec.bytes, dtype=arr.dtype.str, shape=list(arr.shape))
 
 

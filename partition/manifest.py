@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 __all__ = ["CHUNK", "FileMismatch", "FileRecord", "HashingWriter", "atomic_write_bytes", "json_digest",
-           "read_manifest", "record_bytes", "record_file", "sha256_file", "verify", "write_manifest"]
+           "manifest_bytes", "read_manifest", "record_bytes", "record_file", "sha256_file", "verify", "write_manifest"]
 
 CHUNK = 16 << 20
 """Bytes hashed or written per piece."""
@@ -113,10 +113,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def manifest_bytes(body: Mapping[str, Any]) -> bytes:
+    """The bytes of a manifest file: JSON, one-space indent, a final newline."""
+    return (json.dumps(body, indent=1) + "\n").encode()
+
+
 def write_manifest(path: Path, body: Mapping[str, Any]) -> None:
-    """Write a manifest (JSON, one-space indent), atomically: the last write of a set of
-    files, after every file it lists."""
-    atomic_write_bytes(path, (json.dumps(body, indent=1) + "\n").encode())
+    """Write a manifest, atomically: the last write of a set of files, after every file it
+    lists."""
+    atomic_write_bytes(path, manifest_bytes(body))
 
 
 def read_manifest(path: Path) -> Any:

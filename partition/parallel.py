@@ -68,6 +68,7 @@ from partition.format import FileEntry, PartCounts, write_npy
 from partition.methods import _random_parts, check_assignment, check_counts, check_feasible
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
 from partition.steps import StepRecorder
+from partition.storage import is_remote
 from partition.store import PartitionSet, open_partition_set
 
 __all__ = ["CHUNKED_METHODS", "ChunkedRun", "RayBlocks", "partition_chunks", "run_chunks"]
@@ -334,6 +335,9 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
         raise PartitionError(f"partition.method={cfg.method!r} needs the whole graph in one process; "
                              f"a chunked graph is partitioned with one of {', '.join(CHUNKED_METHODS)}")
     check_counts(m.num_nodes, m.num_train, cfg)
+    if is_remote(cfg.root if root is None else root):
+        raise PartitionError(f"partition.root={cfg.root!r}: the chunked pipeline writes partition "
+                             "sets to a local (or shared) directory only; give a local partition.root")
     root = Path(cfg.root if root is None else root)
     path = root / (set_prefix(m.name, cfg) + set_key(m.graph_hash, cfg))
     if path.exists() and not force:

@@ -30,14 +30,16 @@ from partition.format import (
 )
 from partition.graph import Graph, node_types_of
 from partition.manifest import read_manifest
+from partition.staging import stage_set
+from partition.storage import Store, is_remote, local_path, open_store
 
 __all__ = ["Part", "PartitionSet", "check_ids", "open_partition_set", "settings_of"]
 
 
 def settings_of(cfg: PartitionConfig) -> dict[str, Any]:
-    """The settings that key a partition set: every config field except ``root`` and
-    ``metis_spill`` (which change where and how, never which parts)."""
-    return cfg.model_dump(mode="json", exclude={"root", "metis_spill"})
+    """The settings that key a partition set: every config field except ``root``,
+    ``storage_options`` and ``metis_spill`` (which change where and how, never which parts)."""
+    return cfg.model_dump(mode="json", exclude={"root", "storage_options", "metis_spill"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,10 +125,16 @@ class PartitionSet:
         self.book = PartitionBook(meta.offsets)
         self._global: dict[str, np.ndarray] = {}
         self.reused = False  # set by build_partition_set when it returned an existing set
+        self.remote: Store | None = None  # the object store the set-level files were staged from
 
     def __repr__(self) -> str:
-        return (f"PartitionSet({str(self.path)!r}, method={self.meta.method!r}, "
+        return (f"PartitionSet({self.remote.uri if self.remote is not None else str(self.path)!r}, method={self.meta.method!r}, "
                 f"k={self.num_parts}, nodes={self.num_nodes})")
+
+    @property
+    def location(self) -> str:
+        """Where workers open the set: its object-store URI, else its absolute local path."""
+        return self.remote.uri if self.remote is not None else str(self.path.resolve())
 
     @property
     def num_parts(self) -> int:
@@ -207,7 +215,20 @@ class PartitionSet:
         ``verify``, then also each file's SHA-256, dtype and shape (one read per file).
 
         Sizes come first for all files, so a missing or truncated file is named without
-        hashing anything. Raises :class:`PartitionChecksumError` naming the file."""
+        hashing anything. Raises :class:`PartitionChecksumError` naming the file.
+
+        A set on object storage is checked in the store, sizes only: each worker verifies
+        its files' SHA-256 while it stages them (:mod:`partition.staging`), and nothing
+        here downloads a part."""
+        if self.remote is not None:
+            for rel, entry in self.meta.files.items():
+                got = self.remote.size(rel)
+                if got != entry.bytes:
+                    raise PartitionChecksumError(
+                        f"partition file {self.remote.uri}/{rel} "
+                        f"{'is missing' if got is None else f'has {got} bytes'}, meta.json recorded "
+                        f"{entry.bytes}; rebuild the set (--force)")
+            return
         for rel, entry in self.meta.files.items():
                 check_present(self.path, rel, entry)
         if verify:
@@ -234,14 +255,24 @@ def check_ids(name: str, ids: np.ndarray, num_nodes: int) -> None:
         raise PartitionError(f"{name}: node id {bad} is outside [0, num_nodes={num_nodes})")
 
 
-def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None) -> PartitionSet:
+def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None,
+                       storage_options: dict[str, Any] | None = None,
+                       scratch: str | Path | None = None) -> PartitionSet:
     """Open a set written by :func:`~partition.build.build_partition_set`.
 
     Validates ``meta.json`` (format version, fields, its own checksum) and that the
     set-level files are present; parts are checked when loaded. ``expect_graph_hash``
-    additionally refuses a set built from another graph.
+    additionally refuses a set built from another graph. A set on object storage
+    (``s3://...``) has its set-level files staged to ``scratch`` first (no part's file:
+    a worker stages its own, :func:`~partition.staging.stage_part`); ``remote`` is then
+    its store.
     """
-    root = Path(path)
+    if is_remote(path):
+        local = stage_set(path, (), scratch=scratch, storage_options=storage_options)
+        pset = open_partition_set(local, expect_graph_hash=expect_graph_hash)
+        pset.remote = open_store(path, storage_options)
+        return pset
+    root = local_path(path)
     meta_path = root / "meta.json"
     rebuild = ("rebuild it with build_partition_set(graph, cfg, force=True) or "
                "`python -m partition --config <dataset.yaml> --force`")

@@ -32,6 +32,7 @@ import numpy as np
 
 from partition.book import PartitionBook
 from partition.config import PartitionConfig
+from partition.errors import PartitionError
 from partition.feature_rows import TypedRows, used_width
 from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
@@ -44,6 +45,7 @@ from partition.hetero_store import (
     build_hetero_partition_set,
     open_hetero_partition_set,
 )
+from partition.storage import is_remote
 from partition.store import Part, PartitionSet, check_ids, open_partition_set
 
 __all__ = ["TrainingSet", "TypedTrainingSet", "build_training_set", "open_training_set", "trains_typed"]
@@ -70,6 +72,11 @@ class TypedTrainingSet:
         self._new_of_orig: np.ndarray | None = None
         self._orig_of_new: np.ndarray | None = None
         self._degrees: np.ndarray | None = None
+
+    @property
+    def location(self) -> str:
+        """Where workers open the set (typed sets are local only)."""
+        return str(self.path.resolve())
 
     def __repr__(self) -> str:
         return f"TypedTrainingSet({str(self.path)!r}, method={self.meta.method!r}, k={self.num_parts})"
@@ -218,6 +225,9 @@ def build_training_set(graph: Graph, cfg: PartitionConfig, root: str | Path | No
     """Build (or reuse) the set ``graph`` trains on: typed for a typed graph
     (:func:`trains_typed`), format 1 otherwise."""
     if trains_typed(graph):
+        if is_remote(cfg.root if root is None else root):
+            raise PartitionError(f"partition.root={cfg.root!r}: typed graphs are partitioned to a "
+                                 "local (or shared) directory only; give a local partition.root")
         return TypedTrainingSet(build_hetero_partition_set(from_training_graph(graph), cfg, root, force=force,
                                                            training=graph))
     from partition.build import build_partition_set

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -133,3 +134,32 @@ LONG_MODULES = ("tests/faults/test_elastic.py", "tests/test_accuracy_cora.py",
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {m: i for i, m in enumerate(LONG_MODULES)}
     items.sort(key=lambda it: rank.get(it.nodeid.split("::")[0], len(LONG_MODULES)))  # stable
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server (moto's, in a thread) on 127.0.0.1 at a free port for the
+    session: its endpoint URL. Nothing leaves the host."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
+    """A new empty bucket on the session's S3 server: its ``s3://`` URI and the storage
+    options that reach it (the endpoint and dummy credentials, given to this test only)."""
+    import s3fs
+
+    options: dict[str, object] = {"endpoint_url": s3_endpoint, "key": "testing-key-id",
+                                  "secret": "testing-secret-value"}
+    bucket = "b-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:50].strip("-")
+    s3fs.S3FileSystem(**options).mkdir(bucket)
+    return f"s3://{bucket}", options

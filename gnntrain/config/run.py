@@ -17,6 +17,7 @@ from gnntrain.config.datasets import DatasetConfig
 from gnntrain.config.loading import read_yaml, validate
 from gnntrain.config.plugins import MODEL_ARCHS, TASK_KINDS, check_name
 from partition.config import PartitionConfig
+from partition.storage import redact
 from samplers.config import SamplerConfig
 
 __all__ = [
@@ -206,6 +207,10 @@ class ClusterConfig(Frozen):
     epoch_timeout_s: float | None = Field(None, gt=0, description="optional hard limit on one "
                                           "training epoch's wall time; off by default")
     connect_timeout_s: float = Field(20.0, gt=0)
+    scratch_dir: str | None = Field(None, description="node-local directory where each worker "
+                                    "stages its own part of a partition set on object storage "
+                                    "(partition.root=s3://...), reused by the next run on the node; "
+                                    "None: gnntrain-scratch under the node's temp directory")
     on_worker_loss: Literal["restart", "shrink"] = Field(
         "restart", description="when a failed worker's node has left the cluster and no new node "
         "joins within replace_timeout_s: 'restart' ends the run naming the worker and the node, "
@@ -359,6 +364,15 @@ class RunConfig(Frozen):
             raise TypeError(f"overrides={overrides!r}: give a list of KEY=VALUE items, "
                             f"e.g. [{overrides!r}]")
         return load_config(raw=self.model_dump(mode="json"), overrides=list(overrides))
+
+    def public_dump(self) -> dict[str, Any]:
+        """The config as a run writes it (``config.yaml``, ``summary.json``): JSON values,
+        with the secret-looking keys of ``partition.storage_options`` left out
+        (:func:`partition.storage.redact`), so a resumed run takes its credentials from the
+        standard places again."""
+        raw = self.model_dump(mode="json")
+        raw["partition"]["storage_options"] = redact(raw["partition"]["storage_options"])
+        return raw
 
 
 

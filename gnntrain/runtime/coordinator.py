@@ -136,8 +136,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                 task = task.placed(pset.new_id_map())  # a node task keeps nothing of it
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
-                # absolute: the workers of a cluster the run joined start in another directory
-                res, failures = _fit_with_recovery(cfg, run, str(pset.path.resolve()), workers, spec, task, ckpt,
+                # absolute (or a URI): the workers of a cluster the run joined start elsewhere
+                res, failures = _fit_with_recovery(cfg, run, pset.location, workers, spec, task, ckpt,
                                                    start_epoch, progress, console)
 
         epochs = run.metrics()
@@ -149,7 +149,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         })
         if failures:
             run.write_json("failures.json", failures)
-        summary = build_summary(cfg.model_dump(mode="json"), epochs, workers=workers,
+        summary = build_summary(cfg.public_dump(), epochs, workers=workers,
                                 partition=partition_report, cache=res.cache, failures=failures,
                                 metric=task.metric)
         summary["run_dir"] = str(run.path)
@@ -238,7 +238,7 @@ def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,
         pset.check_files(verify=True)
     return pset, quality_report(data, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts),
                                 method=cfg.partition.method, steps=list(pset.meta.steps),
-                                num_parts=pset.num_parts, partition_path=pset.path)
+                                num_parts=pset.num_parts, partition_path=pset.location)
 
 
 @contextmanager

@@ -176,7 +176,7 @@ def checkpoint(group: WorkerGroup, run: RunDir, cfg: RunConfig, epochs_done: int
     for stem in stems:
         parts = () if cfg.model.node_embedding is None else (
             group.call_one(r, "part_state", phase="checkpoint") for r in range(group.world))
-        save_checkpoint(run, epochs_done, {"config": cfg.model_dump(mode="json"), **state, "rank_digests": digests},
+        save_checkpoint(run, epochs_done, {"config": cfg.public_dump(), **state, "rank_digests": digests},
                         cfg.train.keep_checkpoints, parts=parts, stem=stem)
 
 

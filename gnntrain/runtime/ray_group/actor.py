@@ -46,13 +46,17 @@ class WorkerActor:
         """Take a run's config, rank and model, and load its part: at start-up, and again
         when a kept actor serves another run (:mod:`~gnntrain.runtime.worker_pool`)."""
         from partition import open_training_set
+        from partition.staging import stage_part
 
         self.cfg = RunConfig.model_validate(cfg_raw)
         self.rank = rank
         self.world = world
         self.model_spec = model
         self.task = task
-        pset = open_training_set(part_path)
+        # a set on object storage: this worker's own part copied to node-local scratch first
+        local = stage_part(part_path, rank, scratch=self.cfg.cluster.scratch_dir,
+                           storage_options=self.cfg.partition.storage_options)
+        pset = open_training_set(local)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()
         self.node_types = pset.node_types()

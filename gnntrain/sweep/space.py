@@ -25,9 +25,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gnntrain.config import ConfigError, RunConfig
+from gnntrain.config.loading import read_yaml
 
 __all__ = ["PARTITION_KEYS", "SAMPLERS", "check_space", "parse_space", "partition_settings", "probe_values", "read_space",
            "spec_items"]
@@ -46,14 +45,7 @@ PARTITION_KEYS = ("dataset.", "partition.", "cluster.workers")
 
 def read_space(path: str | Path) -> dict[str, Any]:
     """The space of a YAML file (``--space``), as :func:`parse_space` returns it."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"--space {p}: no such file")
-    with p.open() as f:
-        raw = yaml.safe_load(f)
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"--space {path}: expected a mapping of config keys to values or samplers")
-    return parse_space(raw)
+    return parse_space(read_yaml(path, "space file", "it maps config keys to values or samplers"))
 
 
 def parse_space(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,20 +13,37 @@ Examples::
 
 The summary table, the best trial's run directory and the plot are printed and written
 into the sweep directory (``--storage``, default ``<train.run_root>/sweeps``, / ``--name``).
+
+``gnntrain.tune`` is also the sweep function. Python makes an imported submodule the
+package's attribute of that name, so once this module is imported ``gnntrain.tune`` is
+this module: calling it runs :func:`gnntrain.sweep.tune` all the same.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from gnntrain.config import ConfigError
 from gnntrain.run import _user_error
 from gnntrain.sweep.space import read_space
+from gnntrain.sweep.summary import Sweep
 from gnntrain.sweep.tuner import SCHEDULERS, tune
+
+
+class _SweepModule(types.ModuleType):
+    """This module, callable as :func:`gnntrain.sweep.tune` (see the module doc)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Sweep:
+        return tune(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _SweepModule
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -43,6 +43,14 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
         assert (sweep.sweep_dir / name).is_file(), name
     assert json.loads((sweep.sweep_dir / "sweep.json").read_text())["best_run_dir"] == str(sweep.best_run_dir)
 
+    # the driver gone, the same call with resume=True restores the sweep: nothing is run again
+    written = {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in sweep.trials}
+    again = gnntrain.tune(cfg, space, workers_per_trial=2, cpus_per_worker=0.5, coordinator_cpus=0.5,
+                          storage=tmp_path / "sweeps", name="lr", resume=True)
+    assert [(t.trial_id, t.best, t.epochs, t.stopped) for t in again.trials] == \
+        [(t.trial_id, t.best, t.epochs, t.stopped) for t in sweep.trials]
+    assert {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in again.trials} == written
+
     best = sweep.best
     assert best is not None and best.stopped == "finished" and best.config["train.lr"] in (0.02, 0.01)
     loaded = gnntrain.load(best.run_dir, checkpoint="last")  # an ordinary run directory
@@ -55,6 +63,8 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
 
 
 def test_unknown_key_in_space_fails_naming_it(tmp_path: Path, data_root: Path) -> None:
+    import gnntrain.tune  # noqa: F401 - the command line's module: gnntrain.tune stays callable
+
     with pytest.raises(ConfigError, match="train.lrr"):
         gnntrain.tune(small_cora(tmp_path, data_root), {"train.lrr": {"loguniform": [1e-3, 1e-1]}},
                       storage=tmp_path / "sweeps")

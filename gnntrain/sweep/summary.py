@@ -80,6 +80,7 @@ def summarise(results: Any, sweep_dir: Path, metric: str, mode: str, scheduler: 
         trials.append(SweepTrial(trial_id=trial_id, config=dict(result.config), run_dir=str(run.path),
                                  best=best, epochs=len(records), history=history,
                                  stopped=_why_stopped(run, result.error, scheduler)))
+    trials.sort(key=lambda t: t.trial_id)  # in the order Tune made them, however restored
     scored = [t for t in trials if t.best is not None]
     top = (max if mode == "max" else min)(scored, key=lambda t: t.best) if scored else None  # type: ignore[arg-type, return-value]
     sweep = Sweep(sweep_dir=sweep_dir, metric=metric, mode=mode, trials=trials, best=top,

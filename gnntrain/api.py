@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from gnntrain.models import ModelSpec
+    from gnntrain.runtime.ray_group import GivenPlacement
     from gnntrain.tasks import Task
     from partition.graph import Graph
 
@@ -179,9 +180,11 @@ def _check_spec(model: ModelSpec | None, task: Task | None, cfg: RunConfig) -> N
 def train(cfg: RunConfig, *, model: ModelSpec | None = None, task: Task | None = None,
           single_process: bool = False, resume: RunDir | None = None, run_dir: Path | None = None,
           graph: Graph | None = None, progress: bool = True,
-          console: Console | None = None) -> dict[str, Any]:
+          console: Console | None = None, placement: GivenPlacement | None = None,
+          on_epoch: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train as ``cfg`` says and write the run directory; returns ``summary.json``'s dict
-    (with ``run_dir``). The one path of the CLI and :func:`fit`."""
+    (with ``run_dir``). The one path of the CLI, :func:`fit` and a Tune trial
+    (``placement`` and ``on_epoch``: :func:`~gnntrain.runtime.coordinator.run_training`)."""
     from gnntrain.runtime.coordinator import run_training
 
     _check_spec(model, task, cfg)
@@ -193,7 +196,8 @@ def train(cfg: RunConfig, *, model: ModelSpec | None = None, task: Task | None =
                               f"({info.get('class')}), not an importable model.arch; resume it "
                               "from Python: gnntrain.fit(config=None, resume=run_dir, model=<the same>)")
     return run_training(cfg, single_process=single_process, resume=resume, run_dir=run_dir,
-                        progress=progress, console=console, graph=graph, model=model, task=task)
+                        progress=progress, console=console, graph=graph, model=model, task=task,
+                        placement=placement, on_epoch=on_epoch)
 
 
 def fit(config: ConfigLike | None, *, model: ModelSpec | None = None, task: Task | None = None,

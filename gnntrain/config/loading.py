@@ -28,15 +28,17 @@ __all__ = ["apply_override", "format_errors", "read_yaml", "validate"]
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The mapping of sections a YAML config file holds."""
+def read_yaml(path: str | os.PathLike[str], what: str = "config file",
+              hint: str = "dataset configs live in datasets/*.yaml") -> dict[str, Any]:
+    """The mapping a YAML file holds (read with ``safe_load``: nothing is evaluated);
+    ``what`` and ``hint`` name the file and where to look in the errors."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config file {p} does not exist; dataset configs live in datasets/*.yaml")
+        raise ConfigError(f"{what} {p} does not exist; {hint}")
     with p.open() as f:
         loaded = yaml.safe_load(f)
     if not isinstance(loaded, dict):
-        raise ConfigError(f"config file {p}: expected a mapping of sections, got {type(loaded).__name__}")
+        raise ConfigError(f"{what} {p}: expected a mapping, got {type(loaded).__name__}")
     return loaded
 
 

@@ -19,7 +19,7 @@ import importlib
 import re
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ from samplers.config import hop_fanouts, resolve_fanouts, resolve_type_sizes
 
 if TYPE_CHECKING:
     from gnntrain.runtime.placement import Move
+    from gnntrain.runtime.ray_group import GivenPlacement
     from partition.report import PartitionReport
     from partition.training_set import TrainingSet
 
@@ -55,12 +56,17 @@ class WorkerUserError(ValueError):
 def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir | None = None,
                  run_dir: Path | None = None, progress: bool = True,
                  console: Console | None = None, graph: Graph | None = None,
-                 model: ModelSpec | None = None, task: Task | None = None) -> dict[str, Any]:
+                 model: ModelSpec | None = None, task: Task | None = None,
+                 placement: GivenPlacement | None = None,
+                 on_epoch: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train as ``cfg`` says and write the run directory; returns the summary.
 
     ``graph`` replaces loading ``cfg.dataset`` (an in-memory graph, e.g. in tests);
     ``model`` (a factory or module) replaces ``model.arch`` and ``task`` replaces
-    ``task.kind``: both travel to the workers as Python objects.
+    ``task.kind``: both travel to the workers as Python objects. ``placement`` puts the
+    Ray workers in the bundles of a placement group the caller holds (a Tune trial's);
+    ``on_epoch`` is called with each epoch's metrics record once it is written (and its
+    checkpoint, when one is due).
     """
     console = console or Console(stderr=True)
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
@@ -120,7 +126,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         if single_process:
             assert graph is not None  # _open_dataset refused chunks
             workers = 1
-            res = _fit(cfg, LocalGroup(cfg, graph, spec, task), run, task, ckpt, start_epoch, progress)
+            res = _fit(cfg, LocalGroup(cfg, graph, spec, task), run, task, ckpt, start_epoch, progress,
+                       on_epoch)
         else:
             from gnntrain.runtime.cluster import ray_session
             from partition import write_report
@@ -138,7 +145,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                 partition_report = report.model_dump(mode="json")
                 # absolute (or a URI): the workers of a cluster the run joined start elsewhere
                 res, failures = _fit_with_recovery(cfg, run, pset.location, workers, spec, task, ckpt,
-                                                   start_epoch, progress, console)
+                                                   start_epoch, progress, console, placement, on_epoch)
 
         epochs = run.metrics()
         run.write_json("comm.json", {
@@ -157,6 +164,17 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         write_plots(run.path, epochs)
         print_summary(summary, Console(stderr=True) if console.stderr else console)
     return summary
+
+
+def prepare_partition(cfg: RunConfig, task: Task | None = None) -> Path | None:
+    """Build (or find) the partition set ``cfg`` trains on, without Ray, and return its
+    directory, so that later runs of the same settings only reuse it (a sweep's trials);
+    None for a chunked dataset, which a run partitions on Ray."""
+    if isinstance(cfg.dataset, ChunksDataset):
+        return None
+    task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
+    pset, _ = _partition(cfg, task.load_graph(cfg.dataset), progress=False)
+    return pset.path
 
 
 def check_typed(model: Any, graph: Graph) -> None:
@@ -256,19 +274,23 @@ def _error_log(run: RunDir) -> Iterator[None]:
 
 
 def _fit(cfg: RunConfig, group: WorkerGroup, run: RunDir, task: Task, ckpt: dict[str, Any] | None,
-         start_epoch: int, progress: bool) -> FitResult:
+         start_epoch: int, progress: bool,
+         on_epoch: Callable[[dict[str, Any]], None] | None = None) -> FitResult:
     if ckpt is not None:
         restore(group, run, ckpt, cfg)
-    return fit(cfg, group, run, task, start_epoch=start_epoch, progress=progress)
+    return fit(cfg, group, run, task, start_epoch=start_epoch, progress=progress, on_epoch=on_epoch)
 
 
 def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int, model: ModelSpec,
                        task: Task, ckpt: dict[str, Any] | None, start_epoch: int, progress: bool,
-                       console: Console) -> tuple[FitResult, list[dict[str, Any]]]:
+                       console: Console, placement: GivenPlacement | None = None,
+                       on_epoch: Callable[[dict[str, Any]], None] | None = None,
+                       ) -> tuple[FitResult, list[dict[str, Any]]]:
     """Train on Ray; when a worker fails, tear the group down, start a new one from the
     last checkpoint and go on, up to ``train.max_failures`` times. Every rank goes back to
     its node; the ranks of a node that left the cluster go to a new node or, with
-    ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`)."""
+    ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`). With a given
+    ``placement`` every group takes its bundles again."""
     from gnntrain.runtime.placement import alive_nodes, place
     from gnntrain.runtime.ray_group import PlacementError, RayGroup, WorkerFailure
 
@@ -284,16 +306,17 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                     _note_moves(failures[-1], nodes, placed.nodes, placed.moves, placed.waited_s, console)
                 nodes = placed.nodes
             try:
-                group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes)
+                group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes,
+                                 placement=placement)
             except PlacementError:
                 if nodes is None or set(nodes) <= set(alive_nodes()):
                     raise
                 continue  # a pinned node was marked dead meanwhile: place its ranks again
-            nodes = group.nodes
+            nodes = group.nodes if placement is None else None
             if failures:
                 failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]
                 del failures[-1]["_t_fail"]
-            return _fit(cfg, group, run, task, ckpt, start_epoch, progress), failures
+            return _fit(cfg, group, run, task, ckpt, start_epoch, progress, on_epoch), failures
         except WorkerFailure as e:
             reason = user_error(e.cause)
             if reason is not None:  # the same data fails the same way on every attempt

@@ -10,6 +10,7 @@ once, for every kind of group.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,8 +203,10 @@ def best_so_far(records: list[dict[str, Any]], key: str) -> tuple[float | None, 
 
 
 def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
-        start_epoch: int = 0, progress: bool = True) -> FitResult:
-    """Train ``cfg.train.epochs`` epochs (from ``start_epoch``) and return every record."""
+        start_epoch: int = 0, progress: bool = True,
+        on_epoch: Callable[[dict[str, Any]], None] | None = None) -> FitResult:
+    """Train ``cfg.train.epochs`` epochs (from ``start_epoch``) and return every record;
+    ``on_epoch`` gets each record after it is written and checkpointed (a Tune report)."""
     res = FitResult()
     steps = steps_per_epoch(group.train_counts, cfg.sampler.batch_size)
     mode = eval_mode(cfg, group)
@@ -251,6 +254,8 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
             if stems:
                 checkpoint(group, run, cfg, epoch + 1, stems)
         res.epochs.append(rec)
+        if on_epoch is not None:
+            on_epoch(rec)
         shown.update(loss=f"{rec['loss']:.3f}", s=f"{rec['epoch_s']:.1f}")
         shown.update({k: f"{v:.3f}" for k, v in rec.items() if k.startswith("val_")})
         bar.set_postfix(shown)  # the last evaluation stays shown on epochs without one

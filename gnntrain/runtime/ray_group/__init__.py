@@ -23,9 +23,15 @@ calls), :mod:`~gnntrain.runtime.ray_group.actor` (the actor around :class:`Worke
 """
 
 from gnntrain.runtime.ray_group.actor import WorkerActor, actor_class, whole_cpus, worker_processes
-from gnntrain.runtime.ray_group.group import STARTUP_S, PlacementError, RayGroup, WorkerFailure
+from gnntrain.runtime.ray_group.group import (
+    STARTUP_S,
+    GivenPlacement,
+    PlacementError,
+    RayGroup,
+    WorkerFailure,
+)
 from gnntrain.runtime.ray_group.stall import StallWatch
 from gnntrain.runtime.ray_group.transport import RayPeers
 
-__all__ = ["STARTUP_S", "PlacementError", "RayGroup", "RayPeers", "StallWatch", "WorkerActor", "WorkerFailure",
-           "actor_class", "whole_cpus", "worker_processes"]
+__all__ = ["STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "RayPeers", "StallWatch", "WorkerActor",
+           "WorkerFailure", "actor_class", "whole_cpus", "worker_processes"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from gnntrain.runtime.worker import WorkerInfo
 from gnntrain.runtime.worker_pool import POOL, IdleGroup, group_key, kill_group
 from gnntrain.tasks import Task
 
-__all__ = ["STARTUP_S", "PlacementError", "RayGroup", "WorkerFailure"]
+__all__ = ["STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "WorkerFailure"]
 
 
 class WorkerFailure(RuntimeError):
@@ -44,6 +45,34 @@ class PlacementError(RuntimeError):
     """The cluster could not place the workers' placement group in time."""
 
 
+@dataclass(frozen=True)
+class GivenPlacement:
+    """A placement group made by someone else, whose bundles ``first_bundle ..
+    first_bundle + k - 1`` hold the k workers (each rank takes its bundle's CPUs and
+    GPUs). A Ray Tune trial's: bundle 0 runs the trial (the coordinator), 1..k the
+    workers. The group places its actors there and never removes the placement group,
+    nor keeps the actors for reuse."""
+
+    pg: Any
+    first_bundle: int = 1
+
+    @classmethod
+    def current(cls, first_bundle: int = 1) -> GivenPlacement:
+        """The placement group this task or actor runs in (a Tune trial's)."""
+        pg = ray.util.get_current_placement_group()
+        if pg is None:
+            raise PlacementError("GivenPlacement.current(): this process does not run in a placement group")
+        return cls(pg, first_bundle)
+
+    def bundles(self, world: int) -> list[dict[str, float]]:
+        """The resources of the workers' ``world`` bundles, by rank."""
+        specs = list(self.pg.bundle_specs)[self.first_bundle:self.first_bundle + world]
+        if len(specs) != world:
+            raise PlacementError(f"the placement group has {len(self.pg.bundle_specs)} bundles; {world} "
+                                 f"workers from bundle {self.first_bundle} need {self.first_bundle + world}")
+        return specs
+
+
 STARTUP_S = 120.0
 """The least time a worker may take to start (import torch and PyG, load its part) on a
 loaded machine before it is reported as stalled."""
@@ -53,34 +82,33 @@ class RayGroup(WorkerGroup):
     """k :class:`WorkerActor` s in one placement group; the coordinator's side."""
 
     def __init__(self, cfg: RunConfig, part_path: str, world: int, model: ModelSpec, task: Task,
-                 attempt: int = 0, nodes: list[str] | None = None) -> None:
+                 attempt: int = 0, nodes: list[str] | None = None,
+                 placement: GivenPlacement | None = None) -> None:
         """``nodes``: the node id each rank is pinned to (:mod:`~gnntrain.runtime.placement`);
-        None lets Ray pack the ranks where they fit."""
+        None lets Ray pack the ranks where they fit. ``placement``: place the ranks in the
+        bundles of a placement group made by someone else (a Tune trial's) instead of
+        creating one."""
         self.cfg = cfg
         self.world = world
         self.stall_s = cfg.cluster.stall_timeout_s
         self.control_bytes = np.zeros(world, dtype=np.int64)
         self.control_messages = np.zeros(world, dtype=np.int64)
-        total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        per = cfg.cluster.cpus_per_worker or min(1.0, total_cpus / world)
-        if nodes is None and per * world > total_cpus + 1e-9:
-            raise ValueError(
-                f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
-                f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
-        gpus = 0.0
-        if cfg.train.device == "cuda":  # several workers may share one GPU
-            gpus = cfg.cluster.gpus_per_worker or min(1.0, float(ray.cluster_resources().get("GPU", 0)) / world)
-            if gpus <= 0:
-                raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
-        # pinned ranks sharing a node share its CPUs
-        cpus = [per] * world if nodes is None else bundle_cpus(nodes, alive_nodes(), per)
+        self.placement = placement
+        if placement is not None:
+            given = placement.bundles(world)
+            cpus = [float(b.get("CPU", 0.0)) for b in given]
+            gpus = float(given[0].get("GPU", 0.0))
+            if cfg.train.device == "cuda" and gpus <= 0:
+                raise ValueError("train.device='cuda' but the workers' bundles hold no GPU")
+        else:
+            cpus, gpus = self._resources(cfg, world, nodes)
         raw = cfg.model_dump(mode="json")
         env = worker_runtime_env()  # allocator settings; user code the driver imported
         self.key = group_key(world, cpus, gpus, env, actor.WorkerActor)
         self.healthy = True  # False once a call failed or was interrupted: never kept then
         self.actors: list[Any] = []
         self.pg: Any = None
-        kept = POOL.take(self.key, nodes)
+        kept = POOL.take(self.key, nodes) if placement is None else None
         if kept is not None:
             self.pg, self.actors = kept.pg, kept.actors
             try:
@@ -91,7 +119,8 @@ class RayGroup(WorkerGroup):
                 self.pg, self.actors, self.healthy, kept = None, [], True, None
         try:
             if kept is None:
-                POOL.make_room(sum(cpus), gpus * world)
+                if placement is None:
+                    POOL.make_room(sum(cpus), gpus * world)
                 self._start(raw, env, cpus, gpus, nodes, part_path, model, task)
             # an actor still being built (imports, loading its part) cannot answer: start-up
             # gets at least STARTUP_S
@@ -108,11 +137,32 @@ class RayGroup(WorkerGroup):
             raise
         self.infos = [WorkerInfo(**i) for i in infos]
 
+    @staticmethod
+    def _resources(cfg: RunConfig, world: int, nodes: list[str] | None) -> tuple[list[float], float]:
+        """The CPUs of each rank and the GPUs per rank of a group that places itself."""
+        total_cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        per = cfg.cluster.cpus_per_worker or min(1.0, total_cpus / world)
+        if nodes is None and per * world > total_cpus + 1e-9:
+            raise ValueError(
+                f"cluster.cpus_per_worker={per} x {world} workers needs {per * world:g} CPUs but the "
+                f"Ray cluster has {total_cpus:g}; lower cluster.cpus_per_worker or the worker count")
+        gpus = 0.0
+        if cfg.train.device == "cuda":  # several workers may share one GPU
+            gpus = cfg.cluster.gpus_per_worker or min(1.0, float(ray.cluster_resources().get("GPU", 0)) / world)
+            if gpus <= 0:
+                raise ValueError("train.device='cuda' but the Ray cluster reports no GPU")
+        # pinned ranks sharing a node share its CPUs
+        return ([per] * world if nodes is None else bundle_cpus(nodes, alive_nodes(), per)), gpus
+
     def _start(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
                nodes: list[str] | None, part_path: str, model: ModelSpec, task: Task) -> None:
-        """Place the group's bundles (one per rank, on ``nodes`` when pinned) and start
-        its actors."""
+        """Place the group's bundles (one per rank, on ``nodes`` when pinned), or take the
+        given placement group's, and start its actors."""
         world = len(cpus)
+        if self.placement is not None:
+            self._spawn(raw, env, cpus, gpus, part_path, model, task, self.placement.pg,
+                        self.placement.first_bundle)
+            return
         bundles = [{"CPU": c, **({"GPU": gpus} if gpus else {})} for c in cpus]
         self.pg = placement_group(bundles, strategy="PACK", **(
             {} if nodes is None else {"bundle_label_selector": [{NODE_LABEL: n} for n in nodes]}))
@@ -122,12 +172,18 @@ class RayGroup(WorkerGroup):
             where = "" if nodes is None else f" on nodes {nodes} (by rank)"
             raise PlacementError(f"could not place {world} workers with {cpus} CPUs{where} on the cluster "
                                  f"({ray.cluster_resources()})")
+        self._spawn(raw, env, cpus, gpus, part_path, model, task, self.pg, 0)
+
+    def _spawn(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
+               part_path: str, model: ModelSpec, task: Task, pg: Any, first_bundle: int) -> None:
+        """Start rank r's actor in bundle ``first_bundle + r`` of ``pg``."""
+        world = len(cpus)
         cls = actor.actor_class()
         self.actors = [
             cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
                         runtime_env=env,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
-                            placement_group=self.pg, placement_group_bundle_index=r)
+                            placement_group=pg, placement_group_bundle_index=first_bundle + r)
                         ).remote(raw, part_path, r, world, model, task)
             for r in range(world)]
 
@@ -244,9 +300,10 @@ class RayGroup(WorkerGroup):
 
     def shutdown(self) -> None:
         """Kill the workers and remove their placement group; inside
-        :func:`~gnntrain.runtime.worker_pool.reuse_workers`, keep a healthy group instead."""
+        :func:`~gnntrain.runtime.worker_pool.reuse_workers`, keep a healthy group instead.
+        A given placement group (:class:`GivenPlacement`) stays: its owner removes it."""
         actors, self.actors = self.actors, []
-        if self.healthy and POOL.active and actors:
+        if self.healthy and POOL.active and actors and self.placement is None:
             try:
                 pids = ray.get([a.release.remote() for a in actors], timeout=30)
             except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept

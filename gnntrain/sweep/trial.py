@@ -1,0 +1,105 @@
+"""One trial of a sweep: an ordinary gnntrain run inside a Ray Tune trial.
+
+The trial's placement group (:func:`trial_resources`) has bundle 0 for the trial actor,
+which runs the coordinator, and bundles 1..k for the k worker actors
+(:class:`~gnntrain.runtime.ray_group.GivenPlacement`), so Tune's scheduler accounts for
+every CPU and GPU a trial uses. The run directory is ``<sweep>/runs/<trial id>``: a run
+directory like any other (``gnntrain.load`` reads it). Each evaluated epoch is reported
+to Tune (:func:`tune_metrics`; the last one after the run has written its summary), so a
+scheduler (ASHA, median stopping) can end the trial;
+Tune then removes the placement group and ends the trial actor, and with them the
+workers. A trial restarted after the sweep's driver died continues its run directory from
+the last checkpoint (``train.checkpoint_every``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnntrain.config import RunConfig, load_config
+from gnntrain.sweep.space import spec_items
+
+__all__ = ["TrialShape", "run_trial", "trial_config", "trial_resources", "tune_metrics"]
+
+
+@dataclass(frozen=True)
+class TrialShape:
+    """The resources of one trial: its workers (unless the space sets ``cluster.workers``),
+    the CPUs of each worker, the CPUs of the trial actor (the coordinator) and the GPUs of
+    each worker."""
+
+    workers: int
+    cpus_per_worker: float
+    coordinator_cpus: float
+    gpus_per_worker: float = 0.0
+
+    def workers_of(self, spec: dict[str, Any]) -> int:
+        """The worker count of a trial whose sampled values are ``spec``."""
+        return int(spec.get("cluster.workers", self.workers))
+
+    def cpus(self, workers: int) -> float:
+        """The CPUs a trial of ``workers`` workers holds."""
+        return self.coordinator_cpus + self.cpus_per_worker * workers
+
+
+def trial_resources(shape: TrialShape, spec: dict[str, Any]) -> Any:
+    """The placement group of a trial: the coordinator's bundle, then one per worker."""
+    from ray.tune import PlacementGroupFactory
+
+    gpu = {"GPU": shape.gpus_per_worker} if shape.gpus_per_worker else {}
+    return PlacementGroupFactory([{"CPU": shape.coordinator_cpus}]
+                                 + [{"CPU": shape.cpus_per_worker, **gpu}] * shape.workers_of(spec))
+
+
+def trial_config(base: RunConfig, spec: dict[str, Any], shape: TrialShape) -> RunConfig:
+    """The run config of the trial ``spec`` (sampled values by dotted key): ``base`` with
+    them, one part per worker and the workers' CPUs of the trial's bundles."""
+    workers = shape.workers_of(spec)
+    items = [f"cluster.workers={workers}", f"partition.parts={workers}",
+             f"cluster.cpus_per_worker={shape.cpus_per_worker}"]
+    if shape.gpus_per_worker:
+        items.append(f"cluster.gpus_per_worker={shape.gpus_per_worker}")
+    return base.with_overrides([*items, *spec_items(spec)])
+
+
+def tune_metrics(rec: dict[str, Any]) -> dict[str, Any]:
+    """What a trial reports to Tune of one epoch's metrics record: the epochs done, the
+    loss, the epoch's seconds and every ``train_``/``val_``/``test_`` figure."""
+    out: dict[str, Any] = {"epoch": int(rec["epoch"]) + 1, "loss": float(rec["loss"]),
+                           "epoch_s": float(rec["epoch_s"])}
+    out.update({k: float(v) for k, v in rec.items()
+                if k.startswith(("train_", "val_", "test_")) and isinstance(v, int | float)})
+    if "stopped_early" in rec:
+        out["stopped_early"] = True
+    return out
+
+
+def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, sweep_dir: str,
+              metric: str) -> None:
+    """The Tune trainable: train the trial's config in its placement group and report
+    every epoch that has ``metric`` (the evaluated ones)."""
+    from ray import tune
+
+    from gnntrain.api import train
+    from gnntrain.checkpoint import list_checkpoints
+    from gnntrain.rundir import RunDir
+    from gnntrain.runtime.ray_group import GivenPlacement
+
+    cfg = trial_config(load_config(raw=base), spec, shape)
+    run_dir = Path(sweep_dir) / "runs" / tune.get_context().get_trial_id()
+    resume = None
+    if (run_dir / "config.yaml").is_file() and list_checkpoints(RunDir(run_dir)):
+        resume = RunDir(run_dir)  # the trial of a restored sweep: go on from its checkpoint
+
+    def report(rec: dict[str, Any]) -> None:
+        last = int(rec["epoch"]) + 1 == cfg.train.epochs or "stopped_early" in rec
+        if metric in rec and not last:  # the last one once the run directory is complete
+            tune.report(tune_metrics(rec))
+
+    train(cfg, run_dir=run_dir, resume=resume, progress=False, placement=GivenPlacement.current(),
+          on_epoch=report)
+    evaluated = [r for r in RunDir(run_dir).metrics() if metric in r]
+    if evaluated:  # a scheduler that stops the trial now stops a finished run
+        tune.report(tune_metrics(evaluated[-1]))

@@ -1,0 +1,176 @@
+"""``gnntrain.tune``: a Ray Tune sweep whose trials are k-worker gnntrain runs.
+
+::
+
+    import gnntrain
+    from ray import tune
+
+    sweep = gnntrain.tune("datasets/cora.yaml", {"train.lr": tune.loguniform(1e-3, 1e-1)},
+                          workers_per_trial=2, num_samples=8, scheduler="asha")
+    sweep.best.run_dir, sweep.best.best, sweep.plot
+
+Before any trial starts: the config and every key and value of the space are checked
+(:func:`~gnntrain.sweep.space.check_space`), the metric against what the task reports,
+and each trial's CPUs against the cluster's; then each distinct partition set the trials
+will train on is built once, in the driver (``partition.root`` is shared). Each trial is
+one run in its own placement group (:mod:`gnntrain.sweep.trial`); the summary
+(:mod:`gnntrain.sweep.summary`) is written into the sweep directory and printed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from gnntrain.api import ConfigLike, override_items, resolve_config
+from gnntrain.config import ConfigError, RunConfig
+from gnntrain.sweep.space import check_space, parse_space, partition_settings, probe_values
+from gnntrain.sweep.summary import Sweep, print_sweep, summarise
+from gnntrain.sweep.trial import TrialShape, run_trial, trial_config, trial_resources
+
+__all__ = ["SCHEDULERS", "reported_metrics", "tune"]
+
+SCHEDULERS = ("asha", "median", "fifo")
+"""The schedulers named by a string: ASHA, median stopping, none (every trial runs to its end)."""
+
+
+def reported_metrics(metric_name: str) -> list[str]:
+    """The metrics a trial reports to Tune for a task whose metric is ``metric_name``."""
+    return ["loss", "epoch_s", f"val_{metric_name}", f"test_{metric_name}", f"train_{metric_name}_batches"]
+
+
+def tune(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_trial: int = 1,
+         num_samples: int = 1, scheduler: str | Any = "asha", metric: str | None = None,
+         mode: str = "max", storage: str | os.PathLike[str] | None = None, name: str | None = None,
+         cpus_per_worker: float | None = None, coordinator_cpus: float = 0.5,
+         gpus_per_worker: float | None = None, grace_period: int = 1,
+         max_concurrent_trials: int | None = None, resume: bool = False, verbose: int = 0,
+         console: Console | None = None, **overrides: Any) -> Sweep:
+    """Sweep ``param_space`` (dotted config keys -> values or Ray Tune samplers;
+    :mod:`gnntrain.sweep.space`) over runs of ``config``, each on ``workers_per_trial``
+    workers, and return the :class:`~gnntrain.sweep.summary.Sweep`.
+
+    ``num_samples``: trials (per grid point). ``scheduler``: ``asha``, ``median``,
+    ``fifo`` or a Tune ``TrialScheduler``; it judges ``metric`` (default
+    ``val_<task metric>``) in ``mode`` after at least ``grace_period`` evaluations.
+    Each trial holds ``coordinator_cpus`` for its coordinator and ``cpus_per_worker``
+    (default ``cluster.cpus_per_worker``, else 1) per worker: fractions are allowed.
+    ``storage`` (default ``<train.run_root>/sweeps``) / ``name`` is the sweep directory;
+    ``resume=True`` continues the sweep of that ``name`` after its driver died: finished
+    trials are kept, interrupted ones go on from their run's last checkpoint.
+    ``**overrides`` are config keys as in :func:`gnntrain.fit`.
+    """
+    console = console or Console(stderr=True)
+    cfg, _ = resolve_config(config, override_items(overrides))
+    space = parse_space(param_space)
+    if workers_per_trial < 1:
+        raise ConfigError(f"workers_per_trial={workers_per_trial}: must be >= 1")
+    if num_samples < 1:
+        raise ConfigError(f"num_samples={num_samples}: must be >= 1")
+    if mode not in ("max", "min"):
+        raise ConfigError(f"mode={mode!r}: expected 'max' or 'min'")
+    if isinstance(scheduler, str) and scheduler not in SCHEDULERS:
+        raise ConfigError(f"scheduler={scheduler!r}: expected one of {', '.join(SCHEDULERS)} or a Tune TrialScheduler")
+    shape = TrialShape(workers=workers_per_trial,
+                       cpus_per_worker=float(cpus_per_worker or cfg.cluster.cpus_per_worker or 1.0),
+                       coordinator_cpus=float(coordinator_cpus),
+                       gpus_per_worker=float(gpus_per_worker or cfg.cluster.gpus_per_worker or 0.0))
+    check_space(space, lambda spec: trial_config(cfg, spec, shape))
+    from gnntrain.tasks import build_task
+
+    task = build_task(cfg.task.kind, dict(cfg.task.options))
+    metric = metric or f"val_{task.metric}"
+    if metric not in reported_metrics(task.metric):
+        raise ConfigError(f"metric={metric!r}: task {cfg.task.kind!r} does not report it; it reports "
+                          f"{', '.join(reported_metrics(task.metric))}")
+    cfg = cfg.with_overrides([f"partition.root={Path(cfg.partition.root).resolve()}",
+                              f"train.run_root={Path(cfg.train.run_root).resolve()}"])  # trials run elsewhere
+    settings = partition_settings(space)
+    if resume and name is None:
+        raise ConfigError("resume=True: give the name of the sweep to resume (its directory under storage)")
+    root = Path(storage) if storage is not None else Path(cfg.train.run_root) / "sweeps"
+    sweep_dir = root.resolve() / (name or f"{cfg.dataset.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
+
+    from gnntrain.runtime.cluster import ray_session
+
+    with ray_session(cfg.cluster, max(shape.workers_of(s) for s in settings)):
+        _check_capacity(shape, settings)
+        from gnntrain.runtime.coordinator import prepare_partition
+        from gnntrain.runtime.worker_pool import POOL
+
+        POOL.release()  # the trials' placement groups need the CPUs idle kept workers hold
+        for s in settings:  # one partitioning per distinct setting, before any trial
+            prepare_partition(trial_config(cfg, s, shape), task)
+        results = _run(cfg, space, shape, sweep_dir, metric, mode, scheduler, num_samples, grace_period,
+                       max_concurrent_trials, resume, verbose)
+    sweep = summarise(results, sweep_dir, metric, mode, _scheduler_name(scheduler))
+    print_sweep(sweep, console)
+    return sweep
+
+
+def _check_capacity(shape: TrialShape, settings: list[dict[str, Any]]) -> None:
+    """Refuse a trial that needs more CPUs than the Ray cluster has (Tune would wait for
+    it forever), naming the key that sets its worker count."""
+    import ray
+
+    total = float(ray.cluster_resources().get("CPU", 0.0))
+    for s in settings:
+        workers = shape.workers_of(s)
+        need = shape.cpus(workers)
+        if need > total + 1e-9:
+            key = f"space key 'cluster.workers'={workers}" if "cluster.workers" in s else \
+                f"workers_per_trial={workers}"
+            raise ConfigError(f"{key}: a trial needs {shape.coordinator_cpus:g} + {workers} x "
+                              f"{shape.cpus_per_worker:g} = {need:g} CPUs but the Ray cluster has {total:g}; "
+                              "use fewer workers or lower cpus_per_worker / coordinator_cpus")
+
+
+def _scheduler_name(scheduler: str | Any) -> str:
+    return {"asha": "ASHA", "median": "median stopping", "fifo": "FIFO"}.get(scheduler, type(scheduler).__name__) \
+        if isinstance(scheduler, str) else type(scheduler).__name__
+
+
+def _make_scheduler(scheduler: str | Any, max_t: int, grace_period: int) -> Any:
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule
+
+    if scheduler == "asha":
+        return ASHAScheduler(time_attr="epoch", max_t=max_t, grace_period=grace_period, reduction_factor=2)
+    if scheduler == "median":
+        return MedianStoppingRule(time_attr="epoch", grace_period=grace_period, min_samples_required=2)
+    if scheduler == "fifo":
+        return FIFOScheduler()
+    return scheduler
+
+
+def _run(cfg: RunConfig, space: dict[str, Any], shape: TrialShape, sweep_dir: Path, metric: str, mode: str,
+         scheduler: str | Any, num_samples: int, grace_period: int, max_concurrent: int | None,
+         resume: bool, verbose: int) -> Any:
+    """Run (or restore and go on with) the Tune experiment; its ``ResultGrid``."""
+    from ray import tune
+
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, base=cfg.model_dump(mode="json"), shape=shape,
+                             sweep_dir=str(sweep_dir), metric=metric),
+        resources=lambda spec: trial_resources(shape, spec))
+    if resume and tune.Tuner.can_restore(str(sweep_dir)):
+        tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_unfinished=True,
+                                   resume_errored=True)
+    else:
+        epochs = max([cfg.train.epochs, *_epochs_in(space)])
+        tuner = tune.Tuner(
+            trainable, param_space=space,
+            tune_config=tune.TuneConfig(metric=metric, mode=mode, num_samples=num_samples,
+                                        scheduler=_make_scheduler(scheduler, epochs, grace_period),
+                                        max_concurrent_trials=max_concurrent, reuse_actors=False),
+            run_config=tune.RunConfig(name=sweep_dir.name, storage_path=str(sweep_dir.parent), verbose=verbose))
+    return tuner.fit()
+
+
+def _epochs_in(space: dict[str, Any]) -> list[int]:
+    """The largest ``train.epochs`` the space can set (ASHA's ``max_t``)."""
+    return [int(v) for v in probe_values(space["train.epochs"])] if "train.epochs" in space else []

@@ -1,6 +1,6 @@
 """gnntrain: distributed mini-batch GNN training on Ray.
 
-The public API (version 0.4), importable from the package itself:
+The public API (version 0.5), importable from the package itself:
 
 * :func:`fit` — train as ``python -m gnntrain.run`` does, from a YAML path, a mapping or a
   :class:`~gnntrain.config.RunConfig`, with config overrides as keywords
@@ -14,9 +14,9 @@ The public API (version 0.4), importable from the package itself:
 * :class:`NodeClassification` — the built-in task.
 * :func:`reuse_workers` — a block in which runs of the same shape on the same Ray reuse
   the worker processes of earlier runs (seed sweeps; :mod:`gnntrain.runtime.worker_pool`).
-* :func:`tune` — a Ray Tune sweep whose trials are k-worker runs, each in its own
-  placement group (:mod:`gnntrain.sweep`; ``pip install gnntrain[tune]``); returns a
-  :class:`~gnntrain.sweep.Sweep` (table, best trial, plot). ``python -m gnntrain.tune``
+* :func:`sweep` — a Ray Tune sweep whose trials are k-worker runs, each in its own
+  placement group (:mod:`gnntrain.tune`; ``pip install gnntrain[tune]``); returns a
+  :class:`~gnntrain.tune.Sweep` (table, best trial, plot). ``python -m gnntrain.tune``
   on the command line.
 * :class:`PygLayers` — the adapter that makes plain PyG layers (``conv(x, edge_index)``)
   a gnntrain model (:mod:`gnntrain.models.protocol` is the model protocol).
@@ -48,9 +48,9 @@ if TYPE_CHECKING:
     from gnntrain.api import Loaded, Run, fit, load
     from gnntrain.models.pyg import PygLayers
     from gnntrain.runtime.worker_pool import reuse_workers
-    from gnntrain.sweep import tune
     from gnntrain.tasks.base import Task
     from gnntrain.tasks.node import NodeClassification
+    from gnntrain.tune import sweep
 
 _EXPORTS = {
     "fit": "gnntrain.api",
@@ -61,11 +61,11 @@ _EXPORTS = {
     "NodeClassification": "gnntrain.tasks.node",
     "PygLayers": "gnntrain.models.pyg",
     "reuse_workers": "gnntrain.runtime.worker_pool",
-    "tune": "gnntrain.sweep",
+    "sweep": "gnntrain.tune",
 }
 
 __all__ = ["Loaded", "NodeClassification", "PygLayers", "Run", "Task", "__version__", "fit", "load",
-           "reuse_workers", "tune"]
+           "reuse_workers", "sweep"]
 
 
 def __getattr__(name: str) -> Any:

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, resumed = resolve_config(args)
     except (ConfigError, FileNotFoundError) as e:
-        return _user_error(console, e)
+        return report_user_error(console, e)
     from gnntrain.runtime.cluster import ClusterError
 
     try:
@@ -87,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: workers released")
         return 130
-    except (ValueError, FileNotFoundError, ClusterError) as e:  # user errors (see _user_error)
-        return _user_error(console, e)
+    except (ValueError, FileNotFoundError, ClusterError) as e:  # user errors (see report_user_error)
+        return report_user_error(console, e)
     console.print(f"run directory: {summary['run_dir']}")
     return 0
 
 
-def _user_error(console: Console, e: BaseException) -> int:
+def report_user_error(console: Console, e: BaseException) -> int:
     """Print ``error: <message>`` (one line, plus the log's path when the run wrote one); exit 2.
 
     Every user error is a ``ValueError`` (``ConfigError``, ``DataError``, ``GraphError``,

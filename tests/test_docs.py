@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
-CLIS = ("gnntrain.run:build_parser", "gnntrain.predict.cli:build_parser", "partition.cli:build_parser")
+CLIS = ("gnntrain.run:build_parser", "gnntrain.predict.cli:build_parser", "gnntrain.tune.cli:build_parser",
+        "partition.cli:build_parser")
 
 
 @pytest.fixture(scope="module")

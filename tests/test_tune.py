@@ -1,4 +1,4 @@
-"""gnntrain.tune: a Ray Tune sweep of 2-worker Cora runs, each in its trial's own placement
+"""gnntrain.sweep: a Ray Tune sweep of 2-worker Cora runs, each in its trial's own placement
 group, with ASHA ending poor trials early; the best trial equals a plain fit of its config
 bit for bit; bad input fails before any trial starts, naming the key."""
 
@@ -12,7 +12,7 @@ import torch
 
 import gnntrain
 from gnntrain.config import ConfigError, RunConfig, load_config
-from gnntrain.sweep.space import parse_space, partition_settings
+from gnntrain.tune.space import parse_space, partition_settings
 from tests.runtime.helpers import final_params
 from tests.runtime.test_failures import live_ray_leftovers
 from tests.test_accuracy_cora import cora_cfg
@@ -30,28 +30,28 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
     cfg = small_cora(tmp_path, data_root)
     # a learning rate of 1e-5 learns nothing in 4 epochs: ASHA has a poor trial to stop
     space = {"train.lr": {"grid_search": [0.02, 0.01, 1e-5, 2e-5]}}
-    sweep = gnntrain.tune(cfg, space, workers_per_trial=2, num_samples=1, scheduler="asha",
+    result = gnntrain.sweep(cfg, space, workers_per_trial=2, num_samples=1, scheduler="asha",
                           cpus_per_worker=0.5, coordinator_cpus=0.5, storage=tmp_path / "sweeps", name="lr")
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}, "a trial left actors or groups"
-    assert len(sweep.trials) == 4
-    assert all(not t.stopped.startswith("error") for t in sweep.trials), [t.stopped for t in sweep.trials]
-    stopped = [t for t in sweep.trials if t.stopped == "stopped by ASHA"]
-    assert stopped and all(t.epochs < 4 for t in stopped), [(t.stopped, t.epochs) for t in sweep.trials]
+    assert len(result.trials) == 4
+    assert all(not t.stopped.startswith("error") for t in result.trials), [t.stopped for t in result.trials]
+    stopped = [t for t in result.trials if t.stopped == "stopped by ASHA"]
+    assert stopped and all(t.epochs < 4 for t in stopped), [(t.stopped, t.epochs) for t in result.trials]
     # one partitioning for the four trials: every trial reused the set the driver built
     assert len(list((tmp_path / "parts").iterdir())) == 1
     for name in ("sweep.json", "sweep.md", "sweep.png"):
-        assert (sweep.sweep_dir / name).is_file(), name
-    assert json.loads((sweep.sweep_dir / "sweep.json").read_text())["best_run_dir"] == str(sweep.best_run_dir)
+        assert (result.sweep_dir / name).is_file(), name
+    assert json.loads((result.sweep_dir / "sweep.json").read_text())["best_run_dir"] == str(result.best_run_dir)
 
     # the driver gone, the same call with resume=True restores the sweep: nothing is run again
-    written = {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in sweep.trials}
-    again = gnntrain.tune(cfg, space, workers_per_trial=2, cpus_per_worker=0.5, coordinator_cpus=0.5,
+    written = {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in result.trials}
+    again = gnntrain.sweep(cfg, space, workers_per_trial=2, cpus_per_worker=0.5, coordinator_cpus=0.5,
                           storage=tmp_path / "sweeps", name="lr", resume=True)
     assert [(t.trial_id, t.best, t.epochs, t.stopped) for t in again.trials] == \
-        [(t.trial_id, t.best, t.epochs, t.stopped) for t in sweep.trials]
+        [(t.trial_id, t.best, t.epochs, t.stopped) for t in result.trials]
     assert {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in again.trials} == written
 
-    best = sweep.best
+    best = result.best
     assert best is not None and best.stopped == "finished" and best.config["train.lr"] in (0.02, 0.01)
     loaded = gnntrain.load(best.run_dir, checkpoint="last")  # an ordinary run directory
     assert loaded.epochs_done == 4 and loaded.config.cluster.workers == 2
@@ -63,20 +63,18 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
 
 
 def test_unknown_key_in_space_fails_naming_it(tmp_path: Path, data_root: Path) -> None:
-    import gnntrain.tune  # noqa: F401 - the command line's module: gnntrain.tune stays callable
-
     with pytest.raises(ConfigError, match="train.lrr"):
-        gnntrain.tune(small_cora(tmp_path, data_root), {"train.lrr": {"loguniform": [1e-3, 1e-1]}},
+        gnntrain.sweep(small_cora(tmp_path, data_root), {"train.lrr": {"loguniform": [1e-3, 1e-1]}},
                       storage=tmp_path / "sweeps")
     with pytest.raises(ConfigError, match="model.hidden"):  # a value the config refuses
-        gnntrain.tune(small_cora(tmp_path, data_root), {"model.hidden": {"choice": [16, "wide"]}},
+        gnntrain.sweep(small_cora(tmp_path, data_root), {"model.hidden": {"choice": [16, "wide"]}},
                       storage=tmp_path / "sweeps")
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "parts").exists()
 
 
 def test_unreported_metric_fails_naming_it(tmp_path: Path, data_root: Path) -> None:
     with pytest.raises(ConfigError, match="metric='val_f1'.*val_acc"):
-        gnntrain.tune(small_cora(tmp_path, data_root), {"train.lr": 0.01}, metric="val_f1",
+        gnntrain.sweep(small_cora(tmp_path, data_root), {"train.lr": 0.01}, metric="val_f1",
                       storage=tmp_path / "sweeps")
 
 
@@ -84,9 +82,9 @@ def test_workers_beyond_the_clusters_cpus_fail_before_any_trial(ray_local: None,
                                                                  data_root: Path) -> None:
     cfg = small_cora(tmp_path, data_root)
     with pytest.raises(ConfigError, match="space key 'cluster.workers'=16.*8"):
-        gnntrain.tune(cfg, {"cluster.workers": {"choice": [2, 16]}}, storage=tmp_path / "sweeps")
+        gnntrain.sweep(cfg, {"cluster.workers": {"choice": [2, 16]}}, storage=tmp_path / "sweeps")
     with pytest.raises(ConfigError, match="workers_per_trial=8"):
-        gnntrain.tune(cfg, {"train.lr": 0.01}, workers_per_trial=8, storage=tmp_path / "sweeps")
+        gnntrain.sweep(cfg, {"train.lr": 0.01}, workers_per_trial=8, storage=tmp_path / "sweeps")
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "parts").exists()
 
 
@@ -101,7 +99,7 @@ def test_space_yaml_is_parsed_without_eval(tmp_path: Path) -> None:
     assert parse_space({"task.options": {"__import__": ["os"]}})["task.options"] == {"__import__": ["os"]}
     bad = tmp_path / "space.yaml"
     bad.write_text("train.lr: !!python/object/apply:os.getcwd []\n")
-    from gnntrain.sweep.space import read_space
+    from gnntrain.tune.space import read_space
 
     with pytest.raises(Exception, match="could not determine a constructor|python/object"):
         read_space(bad)
@@ -112,7 +110,7 @@ def test_space_yaml_is_parsed_without_eval(tmp_path: Path) -> None:
 
 
 def test_trial_config_is_a_loadable_run_config(tmp_path: Path) -> None:
-    from gnntrain.sweep.trial import TrialShape, trial_config
+    from gnntrain.tune.trial import TrialShape, trial_config
 
     cfg = load_config(raw={"dataset": {"name": "t", "source": "synthetic"}})
     out = trial_config(cfg, {"train.lr": 0.05}, TrialShape(workers=2, cpus_per_worker=0.5, coordinator_cpus=0.5))

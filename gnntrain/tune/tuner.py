@@ -1,20 +1,20 @@
-"""``gnntrain.tune``: a Ray Tune sweep whose trials are k-worker gnntrain runs.
+"""``gnntrain.sweep``: a Ray Tune sweep whose trials are k-worker gnntrain runs.
 
 ::
 
     import gnntrain
     from ray import tune
 
-    sweep = gnntrain.tune("datasets/cora.yaml", {"train.lr": tune.loguniform(1e-3, 1e-1)},
+    result = gnntrain.sweep("datasets/cora.yaml", {"train.lr": tune.loguniform(1e-3, 1e-1)},
                           workers_per_trial=2, num_samples=8, scheduler="asha")
-    sweep.best.run_dir, sweep.best.best, sweep.plot
+    result.best.run_dir, result.best.best, result.plot
 
 Before any trial starts: the config and every key and value of the space are checked
-(:func:`~gnntrain.sweep.space.check_space`), the metric against what the task reports,
+(:func:`~gnntrain.tune.space.check_space`), the metric against what the task reports,
 and each trial's CPUs against the cluster's; then each distinct partition set the trials
 will train on is built once, in the driver (``partition.root`` is shared). Each trial is
-one run in its own placement group (:mod:`gnntrain.sweep.trial`); the summary
-(:mod:`gnntrain.sweep.summary`) is written into the sweep directory and printed.
+one run in its own placement group (:mod:`gnntrain.tune.trial`); the summary
+(:mod:`gnntrain.tune.summary`) is written into the sweep directory and printed.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from rich.console import Console
 
 from gnntrain.api import ConfigLike, override_items, resolve_config
 from gnntrain.config import ConfigError, RunConfig
-from gnntrain.sweep.space import check_space, parse_space, partition_settings, probe_values
-from gnntrain.sweep.summary import Sweep, print_sweep, summarise
-from gnntrain.sweep.trial import TrialShape, run_trial, trial_config, trial_resources
+from gnntrain.tune.space import check_space, parse_space, partition_settings, probe_values
+from gnntrain.tune.summary import Sweep, print_sweep, summarise
+from gnntrain.tune.trial import TrialShape, run_trial, trial_config, trial_resources
 
-__all__ = ["SCHEDULERS", "reported_metrics", "tune"]
+__all__ = ["SCHEDULERS", "reported_metrics", "sweep"]
 
 SCHEDULERS = ("asha", "median", "fifo")
 """The schedulers named by a string: ASHA, median stopping, none (every trial runs to its end)."""
@@ -44,7 +44,7 @@ def reported_metrics(metric_name: str) -> list[str]:
     return ["loss", "epoch_s", f"val_{metric_name}", f"test_{metric_name}", f"train_{metric_name}_batches"]
 
 
-def tune(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_trial: int = 1,
+def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_trial: int = 1,
          num_samples: int = 1, scheduler: str | Any = "asha", metric: str | None = None,
          mode: str = "max", storage: str | os.PathLike[str] | None = None, name: str | None = None,
          cpus_per_worker: float | None = None, coordinator_cpus: float = 0.5,
@@ -52,8 +52,8 @@ def tune(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tria
          max_concurrent_trials: int | None = None, resume: bool = False, verbose: int = 0,
          console: Console | None = None, **overrides: Any) -> Sweep:
     """Sweep ``param_space`` (dotted config keys -> values or Ray Tune samplers;
-    :mod:`gnntrain.sweep.space`) over runs of ``config``, each on ``workers_per_trial``
-    workers, and return the :class:`~gnntrain.sweep.summary.Sweep`.
+    :mod:`gnntrain.tune.space`) over runs of ``config``, each on ``workers_per_trial``
+    workers, and return the :class:`~gnntrain.tune.summary.Sweep`.
 
     ``num_samples``: trials (per grid point). ``scheduler``: ``asha``, ``median``,
     ``fifo`` or a Tune ``TrialScheduler``; it judges ``metric`` (default

@@ -1,6 +1,6 @@
-"""``python -m gnntrain.tune``: a Ray Tune sweep of k-worker runs (:func:`gnntrain.sweep.tune`).
+"""``python -m gnntrain.tune``: a Ray Tune sweep of k-worker runs (:func:`gnntrain.tune.sweep`).
 
-The space file maps dotted config keys to values or samplers (:mod:`gnntrain.sweep.space`)::
+The space file maps dotted config keys to values or samplers (:mod:`gnntrain.tune.space`)::
 
     # space.yaml
     train.lr: {loguniform: [1.0e-3, 1.0e-1]}
@@ -14,36 +14,19 @@ Examples::
 The summary table, the best trial's run directory and the plot are printed and written
 into the sweep directory (``--storage``, default ``<train.run_root>/sweeps``, / ``--name``).
 
-``gnntrain.tune`` is also the sweep function. Python makes an imported submodule the
-package's attribute of that name, so once this module is imported ``gnntrain.tune`` is
-this module: calling it runs :func:`gnntrain.sweep.tune` all the same.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import types
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from gnntrain.config import ConfigError
-from gnntrain.run import _user_error
-from gnntrain.sweep.space import read_space
-from gnntrain.sweep.summary import Sweep
-from gnntrain.sweep.tuner import SCHEDULERS, tune
-
-
-class _SweepModule(types.ModuleType):
-    """This module, callable as :func:`gnntrain.sweep.tune` (see the module doc)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Sweep:
-        return tune(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _SweepModule
+from gnntrain.run import report_user_error
+from gnntrain.tune.space import read_space
+from gnntrain.tune.tuner import SCHEDULERS, sweep
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,19 +59,16 @@ def main(argv: list[str] | None = None) -> int:
         from gnntrain.api import resolve_config
 
         cfg, _ = resolve_config(args.config, args.overrides)
-        sweep = tune(cfg, read_space(args.space), workers_per_trial=args.workers_per_trial,
+        result = sweep(cfg, read_space(args.space), workers_per_trial=args.workers_per_trial,
                      num_samples=args.samples, scheduler=args.scheduler, metric=args.metric, mode=args.mode,
                      storage=args.storage, name=args.name, cpus_per_worker=args.cpus_per_worker,
                      coordinator_cpus=args.coordinator_cpus, grace_period=args.grace_period,
                      max_concurrent_trials=args.max_concurrent, resume=args.resume, verbose=1, console=console)
     except (ConfigError, FileNotFoundError) as e:
-        return _user_error(console, e)
+        return report_user_error(console, e)
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: rerun with --name NAME --resume to continue the sweep")
         return 130
-    console.print(f"sweep directory: {sweep.sweep_dir}")
+    console.print(f"sweep directory: {result.sweep_dir}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gnntrain.config import RunConfig, load_config
-from gnntrain.sweep.space import spec_items
+from gnntrain.tune.space import spec_items
 
 __all__ = ["TrialShape", "run_trial", "trial_config", "trial_resources", "tune_metrics"]
 

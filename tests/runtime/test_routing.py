@@ -17,7 +17,6 @@ from gnntrain.runtime.dist_source import DistFeatureReader
 from gnntrain.runtime.routing import PartitionPolicy, Peers
 from partition import PartitionBook
 from partition.book import value_groups
-from partition.graph import Graph
 from samplers import (
     CSRSource,
     FeatureCache,
@@ -32,7 +31,7 @@ from samplers import (
 )
 from samplers.base import Fanout
 from tests.conftest import make_graph
-from tests.samplers.conftest import power_law_csr
+from tests.samplers.conftest import make_hub_graph
 
 
 class TablePeers(Peers):
@@ -124,19 +123,11 @@ def test_rows_of_owned_ids_are_never_asked_of_peers() -> None:
         policy.fetch(policy.route(np.array([3, 60])), np.empty((2, 1), np.float32), None, "hidden", 0)
 
 
-def _hub_graph() -> Graph:
-    indptr, indices = power_law_csr()
-    g = make_graph(600, 4, num_features=8)
-    return Graph(indptr=indptr, indices=indices, x=g.x, y=g.y, train_idx=g.train_idx,
-                 val_idx=g.val_idx, test_idx=g.test_idx, num_classes=g.num_classes,
-                 name="hubs").validate()
-
-
 @pytest.mark.parametrize("policy", ["lru", "fifo", "presample"])
 def test_reader_reads_exact_rows_through_its_cache(policy: str) -> None:
     """Owned rows from the table, remote rows via the cache, misses from their owner: the
     result is always x[ids], every remote read is looked up once, and only misses are asked."""
-    g = _hub_graph()
+    g = make_hub_graph()
     peers = TablePeers(g.x)
     routing = policy_over([0, 300, 600], 0, peers)
     sampler = NeighborSampler(CSRSource.from_graph(g), [4, 3])

@@ -37,7 +37,10 @@ def no_allreduce(t: Tensor) -> Tensor:
 
 
 class FeatureReader(Protocol):
-    """Reads feature rows (and graph in-degrees and node types) of global node ids."""
+    """Reads feature rows (and graph in-degrees and node types) of global node ids: the one
+    feature protocol (samplers return structure only). Every run reads through
+    :class:`gnntrain.runtime.dist_source.DistFeatureReader`, a single process as one worker
+    owning every row."""
 
     def read(self, ids: np.ndarray) -> np.ndarray: ...
 

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from samplers.batch import Block, PreparedBatch, PygAdj, SampledBatch, prepare, to_pyg
     from samplers.cache import (
         AccessCounts,
-        CachedSource,
         CacheStats,
         FeatureCache,
         FIFOCache,
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from samplers.neighbor import NeighborSampler
 
 __all__ = [
-    "AccessCounts", "Block", "CSRSource", "CacheConfig", "CacheStats", "CachedSource",
+    "AccessCounts", "Block", "CSRSource", "CacheConfig", "CacheStats",
     "FIFOCache", "FeatureCache", "GraphSource", "LRUCache", "NegativeSampler", "NegativeSampling",
     "NeighborSampler", "Neighbors",
     "PreparedBatch", "PygAdj", "SampledBatch", "SamplerConfig", "SamplerError", "StaticCache",
@@ -50,7 +49,7 @@ __all__ = [
 _LAZY = {
     **dict.fromkeys(("Block", "PreparedBatch", "PygAdj", "SampledBatch", "prepare", "to_pyg"),
                     "samplers.batch"),
-    **dict.fromkeys(("AccessCounts", "CachedSource", "CacheStats", "FeatureCache", "FIFOCache",
+    **dict.fromkeys(("AccessCounts", "CacheStats", "FeatureCache", "FIFOCache",
                      "LRUCache", "StaticCache", "build_cache", "count_accesses", "degree_cache_ids",
                      "oracle_hit_rate", "out_degrees", "presample_ids", "resolve_capacity"),
                     "samplers.cache"),

@@ -1,9 +1,11 @@
 """The graph protocol the sampler talks to, and the type it answers with.
 
-A :class:`GraphSource` needs two methods: *sample the neighbours of these ids with this
-fanout* and *read the features of these ids*. The same :class:`~samplers.NeighborSampler`
-then runs on a whole graph, on one partition's owned rows, or on a partition plus remote
-owners (the distributed runtime implements the last one).
+A :class:`GraphSource` answers one question: *sample the neighbours of these ids with
+this fanout*. The same :class:`~samplers.NeighborSampler` then runs on a whole graph, on
+one partition's owned rows, or on a partition plus remote owners (the distributed runtime
+implements the last one). Sources return structure only; features are read by a separate
+step (the runtime's feature reader, ``gnntrain.engine.FeatureReader``), which also feeds
+the remote-feature caches of :mod:`samplers.cache`.
 
 Determinism contract (every implementation must keep it): the neighbours drawn for node
 ``v`` depend only on ``(key, v, fanout, replace)`` (and the graph), never on the order of
@@ -47,7 +49,7 @@ class Neighbors:
 
 
 class GraphSource(ABC):
-    """Two-method graph protocol: sample neighbours, read features (global ids throughout).
+    """The sampler's graph protocol: sample neighbours (global ids throughout).
 
     ``num_nodes`` is the number of nodes of the **whole** graph, so ids are global.
     ``weighted`` is True when :meth:`sample_neighbors` draws by edge weight; the sampler
@@ -67,7 +69,3 @@ class GraphSource(ABC):
         replacement exactly ``fanout`` (none if it has no neighbours). ``seeds`` may be a
         view of the sampler's scratch buffer: read it during the call, do not keep it.
         """
-
-    @abstractmethod
-    def read_features(self, ids: np.ndarray) -> np.ndarray:
-        """Feature rows of ``ids``: float32 ``[len(ids), F]`` in the order given."""

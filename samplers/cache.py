@@ -1,5 +1,8 @@
 """Caches of feature rows owned by other workers, behind one read interface.
 
+The runtime's feature reader (``gnntrain.runtime.dist_source.DistFeatureReader``) looks a
+batch's remote rows up in the cache before asking their owners, and inserts what it fetched.
+
 Policies (all share :class:`FeatureCache`: ``lookup`` / ``insert`` / ``stats``):
 
 * :class:`StaticCache` holds a fixed set of rows chosen before training, by
@@ -39,7 +42,7 @@ import numpy as np
 from partition.book import value_groups
 from samplers import _cache_kernels as CK
 from samplers import _kernels as K
-from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
+from samplers.base import SamplerError
 from samplers.config import CacheConfig, resolve_type_sizes
 from samplers.local import check_ids
 from samplers.neighbor import NeighborSampler
@@ -509,39 +512,3 @@ def _static_ids(cfg: CacheConfig, cap: int, candidates: np.ndarray | None,
 
 def _dynamic_cache(cfg: CacheConfig, cap: int, dim: int) -> _SlotCache:
     return LRUCache(cap, dim) if cfg.policy == "lru" else FIFOCache(cap, dim)
-
-
-class CachedSource(GraphSource):
-    """A :class:`GraphSource` whose feature reads of remote ids go through a cache.
-
-    ``is_remote(ids)`` marks the ids owned elsewhere. Reads: local ids -> ``inner``; remote
-    ids -> ``cache.lookup``; misses -> ``inner.read_features`` (the slow path), then
-    ``cache.insert``. Sampling is delegated to ``inner`` unchanged.
-    """
-
-    def __init__(self, inner: GraphSource, cache: FeatureCache, *,
-                 is_remote: Callable[[np.ndarray], np.ndarray]) -> None:
-        self.inner, self.cache, self.is_remote = inner, cache, is_remote
-        self.num_nodes = inner.num_nodes
-        self.weighted = inner.weighted
-
-    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool,
-                         key: int) -> Neighbors:
-        return self.inner.sample_neighbors(seeds, fanout, replace=replace, key=key)
-
-    def read_features(self, ids: np.ndarray) -> np.ndarray:
-        ids = check_ids(ids, 0, self.num_nodes, "ids")
-        remote = np.asarray(self.is_remote(ids), dtype=bool)
-        out = np.empty((ids.size, self.cache.dim), dtype=np.float32)
-        if (~remote).any():
-            out[~remote] = self.inner.read_features(ids[~remote])
-        rpos = np.flatnonzero(remote)
-        if rpos.size:
-            hit, rows = self.cache.lookup(ids[rpos])
-            out[rpos[hit]] = rows
-            miss = rpos[~hit]
-            if miss.size:
-                fetched = self.inner.read_features(ids[miss])
-                out[miss] = fetched
-                self.cache.insert(ids[miss], fetched)
-        return out

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partition.feature_rows import TypedRows
 from partition.graph import Graph
 from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, Neighbors, SamplerError
@@ -81,8 +80,7 @@ class CSRSource(GraphSource):
     """A CSR of in-neighbours: the whole graph, or the rows one partition owns.
 
     Row ``r`` holds the in-neighbours (global ids) of global node ``row_offset + r``; seeds
-    passed to :meth:`sample_neighbors` and ids passed to :meth:`read_features` must lie in
-    ``[row_offset, row_offset + n_rows)``. ``x`` (optional) holds the owned rows' features.
+    passed to :meth:`sample_neighbors` must lie in ``[row_offset, row_offset + n_rows)``.
     ``edge_weight`` (optional, non-negative, one per edge) makes sampling edge-weighted.
     ``edge_rel`` (optional, one relation id in ``[0, num_relations)`` per edge) makes the
     source typed: every answer carries each sampled edge's relation (``Neighbors.rels``),
@@ -92,8 +90,7 @@ class CSRSource(GraphSource):
     edge weights as well, each relation's draw is weighted within that relation.
     """
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray | TypedRows | None = None, *,
-                 row_offset: int = 0, num_nodes: int | None = None,
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, *, row_offset: int = 0, num_nodes: int | None = None,
                  edge_weight: np.ndarray | None = None, edge_rel: np.ndarray | None = None,
                  num_relations: int = 0) -> None:
         indptr = np.ascontiguousarray(indptr, dtype=np.int64)
@@ -117,14 +114,6 @@ class CSRSource(GraphSource):
             bad = int(indices.min()) if indices.min() < 0 else int(indices.max())
             raise SamplerError(f"indices: neighbour id {bad} is outside [0, num_nodes={total})")
         self.indptr, self.indices = indptr, indices
-        if x is not None:
-            if not isinstance(x, TypedRows):  # per-type rows are float32 and stay per type
-                x = np.asarray(x)
-            if len(x.shape) != 2 or x.shape[0] != self.n_rows:
-                raise SamplerError(f"x: expected shape [n_rows={self.n_rows}, F], got {x.shape}")
-            if x.dtype != np.float32:
-                x = np.asarray(x).astype(np.float32)
-        self.x = x
         self.edge_weight: np.ndarray | None = None
         self._weights: _RowWeights | None = None
         if edge_weight is not None:
@@ -154,8 +143,8 @@ class CSRSource(GraphSource):
 
     @classmethod
     def from_graph(cls, g: Graph, *, edge_weight: np.ndarray | None = None) -> CSRSource:
-        """The whole graph ``g`` with its features (and relation ids when it is typed)."""
-        return cls(g.indptr, g.indices, g.x, edge_weight=edge_weight, edge_rel=g.edge_rel,
+        """The whole graph ``g`` (with relation ids when it is typed)."""
+        return cls(g.indptr, g.indices, edge_weight=edge_weight, edge_rel=g.edge_rel,
                    num_relations=len(g.edge_type_names))
 
     def in_degrees(self) -> np.ndarray:
@@ -240,11 +229,3 @@ class CSRSource(GraphSource):
         counts = np.bincount(row_all, minlength=seeds.size).astype(np.int64)
         return Neighbors(counts=counts, nbrs=self.indices[pos_all],
                          rels=np.asarray(self.edge_rel[pos_all], dtype=np.int64))
-
-    def read_features(self, ids: np.ndarray) -> np.ndarray:
-        if self.x is None:
-            raise SamplerError("read_features: this CSRSource was built without features (x=None)")
-        ids = check_ids(ids, self.row_offset, self.row_offset + self.n_rows, "ids")
-        if self.row_offset:
-            ids = ids - self.row_offset
-        return self.x[ids]

@@ -4,8 +4,9 @@
 :class:`~gnntrain.embedding.EmbeddingShard`, the rest with one request per owner
 (category ``embedding``) -- and, after backward, sends the gradients of the rows the
 batch touched to their owners, one message per owner per step (``embedding_grad``).
-Both go through the same :class:`~gnntrain.runtime.dist_source.Peers` as sampling and
-features and are counted where they are sent, with the same rule (:mod:`gnntrain.runtime.comm`).
+Both route through the worker's :class:`~gnntrain.runtime.routing.PartitionPolicy`, as
+sampling and features do, and are counted where they are sent, with the same rule
+(:mod:`gnntrain.runtime.comm`).
 It is the :class:`~gnntrain.engine.InputTable` the training step and evaluation use.
 """
 
@@ -19,9 +20,8 @@ import torch
 from torch import Tensor
 
 from gnntrain.embedding import EmbeddingShard
-from gnntrain.runtime.comm import CommCounter, wire_bytes
-from gnntrain.runtime.dist_source import Peers, group_by_owner
-from partition import PartitionBook
+from gnntrain.runtime.comm import wire_bytes
+from gnntrain.runtime.routing import PartitionPolicy
 from samplers import PreparedBatch
 
 
@@ -37,14 +37,9 @@ class EmbeddingStats:
 class DistEmbedding:
     """Reads rows of any node and pushes gradients to their owners (see module docstring)."""
 
-    def __init__(self, shard: EmbeddingShard, book: PartitionBook, rank: int, start: int,
-                 peers: Peers, comm: CommCounter, combine: str) -> None:
+    def __init__(self, shard: EmbeddingShard, policy: PartitionPolicy, combine: str) -> None:
         self.shard = shard
-        self.book = book
-        self.rank = rank
-        self.start = start
-        self.peers = peers
-        self.comm = comm
+        self.policy = policy
         self.combine_mode = combine
         self.stats = EmbeddingStats()
 
@@ -52,27 +47,23 @@ class DistEmbedding:
     def read(self, ids: np.ndarray) -> np.ndarray:
         """Rows of global ``ids`` as of this worker's current version (float32 ``[n, dim]``)."""
         t0 = time.perf_counter()
-        ids = np.asarray(ids, dtype=np.int64)
         version = self.shard.version
-        out = np.empty((ids.size, self.shard.dim), dtype=np.float32)
-        local_pos, groups = group_by_owner(self.book.owner(ids), self.rank)
-        if local_pos.size:
-            out[local_pos] = self.shard.rows(ids[local_pos] - self.start, None)
-        requests = {o: ids[p] for o, p in groups.items()}
-        self.comm.add_requests("embedding", "embedding_rows", requests, version)
-        if requests:
-            replies = self.peers.embedding_rows(requests, version)
-            for o, p in groups.items():
-                out[p] = replies[o]
-                self.stats.remote_rows += int(p.size)
-        self.stats.rows += int(ids.size)
+        route = self.policy.route(ids)
+        out = np.empty((route.ids.size, self.shard.dim), dtype=np.float32)
+
+        def own_rows(own: np.ndarray) -> np.ndarray:
+            return self.shard.rows(self.policy.to_local(own), None)
+
+        self.policy.fetch(route, out, own_rows, "embedding_rows", version)
+        self.stats.remote_rows += int(route.ids.size - route.local.size)
+        self.stats.rows += int(route.ids.size)
         self.stats.seconds += time.perf_counter() - t0
         return out
 
     def serve_rows(self, ids: np.ndarray, version: int | None, requester: int) -> np.ndarray:
         """A peer's read of rows this worker owns (counted here, as sent)."""
-        rows = self.shard.rows(np.asarray(ids, dtype=np.int64) - self.start, version)
-        self.comm.add("embedding", requester, wire_bytes(rows))
+        rows = self.shard.rows(self.policy.to_local(np.asarray(ids, dtype=np.int64)), version)
+        self.policy.comm.add("embedding", requester, wire_bytes(rows))
         return rows
 
     def combine(self, x: Tensor, rows: Tensor) -> Tensor:
@@ -98,23 +89,21 @@ class DistEmbedding:
         directly); returns once every owner holds them."""
         t0 = time.perf_counter()
         step = self.shard.version
-        ids = np.asarray(ids, dtype=np.int64)
-        local_pos, groups = group_by_owner(self.book.owner(ids), self.rank)
-        if local_pos.size:
-            self.shard.add_grads(step, self.rank, ids[local_pos] - self.start,
-                                 np.ascontiguousarray(grads[local_pos]))
-        requests = {o: (ids[p], np.ascontiguousarray(grads[p])) for o, p in groups.items()}
-        self.comm.add_requests("embedding_grad", "embedding_grads", requests, step)
-        self.stats.remote_grad_rows += sum(int(req.size) for req, _ in requests.values())
-        if requests:
-            self.peers.embedding_grads(requests, step)
-        self.stats.grad_rows += int(ids.size)
+        route = self.policy.route(ids)
+        own = route.local
+        if own.size:
+            self.shard.add_grads(step, self.policy.rank, self.policy.to_local(route.ids[own]),
+                                 np.ascontiguousarray(grads[own]))
+        requests = {q: (route.ids[p], np.ascontiguousarray(grads[p])) for q, p in route.remote.items()}
+        self.policy.ask("embedding_grads", requests, step)
+        self.stats.remote_grad_rows += int(route.ids.size - own.size)
+        self.stats.grad_rows += int(route.ids.size)
         self.stats.seconds += time.perf_counter() - t0
 
     def serve_grads(self, ids: np.ndarray, grads: np.ndarray, step: int, requester: int) -> None:
         """A peer's gradients for rows this worker owns (the empty reply counted here)."""
-        self.shard.add_grads(step, requester, np.asarray(ids, dtype=np.int64) - self.start, grads)
-        self.comm.add("embedding_grad", requester, wire_bytes(None))
+        self.shard.add_grads(step, requester, self.policy.to_local(np.asarray(ids, dtype=np.int64)), grads)
+        self.policy.comm.add("embedding_grad", requester, wire_bytes(None))
 
     def step(self, input_nodes: np.ndarray | None, rows: Tensor | None) -> None:
         """After backward: push the gradients of ``rows`` (zeros where the model did not

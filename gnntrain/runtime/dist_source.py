@@ -5,55 +5,23 @@ samples the frontier nodes this worker owns locally and sends one request per re
 owner for the rest. Because a node's sampled neighbours depend only on (key, node),
 the result is exactly what a single process would draw on the whole graph.
 :class:`DistFeatureReader` splits input nodes into owned, cached and missing rows and
-fetches the missing ones with one request per owner.
+fetches the missing ones with one request per owner; it is the one way features are read
+(:class:`gnntrain.engine.FeatureReader`), in a single process as in a group. Both route
+ids through the worker's :class:`~gnntrain.runtime.routing.PartitionPolicy`.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 
 from gnntrain.runtime.codec import Encoded, TypedReply, decode, decode_typed
-from gnntrain.runtime.comm import CommCounter, wire_bytes
-from partition import PartitionBook
-from partition.book import value_groups
+from gnntrain.runtime.comm import wire_bytes
+from gnntrain.runtime.routing import PartitionPolicy
 from partition.feature_rows import TypedRows
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
 from samplers.base import Fanout
-
-
-class Peers(ABC):
-    """How a worker reaches the other workers. Each call sends one request per owner,
-    all owners concurrently, and fails (never hangs) after the configured timeout."""
-
-    @abstractmethod
-    def sample(self, requests: dict[int, np.ndarray], fanout: Fanout, replace: bool,
-               key: int) -> dict[int, Neighbors]: ...
-
-    @abstractmethod
-    def features(self, requests: dict[int, np.ndarray],
-                 dtype: str | tuple[str, ...]) -> dict[int, Encoded | TypedReply]: ...
-
-    @abstractmethod
-    def hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, Encoded]: ...
-
-    @abstractmethod
-    def embedding_rows(self, requests: dict[int, np.ndarray],
-                       version: int | None) -> dict[int, np.ndarray]: ...
-
-    @abstractmethod
-    def embedding_grads(self, requests: dict[int, tuple[np.ndarray, np.ndarray]],
-                        step: int) -> None: ...
-
-
-def group_by_owner(owners: np.ndarray, rank: int) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """Positions of locally owned ids, and positions of the others grouped by owner
-    (``owners`` from :meth:`partition.PartitionBook.owner`)."""
-    groups = dict(value_groups(owners))
-    local = groups.pop(rank, np.empty(0, dtype=np.int64))
-    return local, groups
 
 
 @dataclass
@@ -66,36 +34,22 @@ class SampleStats:
 class DistGraphSource(GraphSource):
     """Owned rows sampled locally, the rest asked of their owners (one request per owner)."""
 
-    def __init__(self, local: CSRSource, book: PartitionBook, rank: int, peers: Peers,
-                 comm: CommCounter, x_local: np.ndarray | TypedRows) -> None:
+    def __init__(self, local: CSRSource, policy: PartitionPolicy) -> None:
         self.local = local
-        self.book = book
-        self.rank = rank
-        self.peers = peers
-        self.comm = comm
-        self.num_nodes = book.num_nodes
-        self.x_local = x_local
+        self.policy = policy
+        self.num_nodes = policy.num_nodes
         self.stats = SampleStats()
 
     def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
-        seeds = np.asarray(seeds, dtype=np.int64)
-        local_pos, groups = group_by_owner(self.book.owner(seeds), self.rank)
-        self.stats.local_frontier += int(local_pos.size)
-        requests = {o: seeds[pos] for o, pos in groups.items()}
-        self.comm.add_requests("sample", "sample", requests, fanout, replace, key)
-        self.stats.remote_frontier += sum(int(ids.size) for ids in requests.values())
-        self.stats.requests += len(requests)
-        replies = self.peers.sample(requests, fanout, replace, key) if requests else {}
-        parts: list[tuple[np.ndarray, Neighbors]] = []
-        if local_pos.size:
-            parts.append((local_pos, self.local.sample_neighbors(seeds[local_pos], fanout,
-                                                                 replace=replace, key=key)))
-        for o, pos in groups.items():
-            parts.append((pos, replies[o]))
-        return _assemble(seeds.size, parts)
+        route = self.policy.route(seeds)
+        self.stats.local_frontier += int(route.local.size)
+        self.stats.remote_frontier += int(route.ids.size - route.local.size)
+        self.stats.requests += len(route.remote)
 
-    def read_features(self, ids: np.ndarray) -> np.ndarray:
-        raise NotImplementedError("DistGraphSource samples structure; features go through DistFeatureReader")
+        def sample_own(ids: np.ndarray) -> Neighbors:
+            return self.local.sample_neighbors(ids, fanout, replace=replace, key=key)
+
+        return _assemble(route.ids.size, self.policy.gather(route, sample_own, "sample", fanout, replace, key))
 
 
 def _assemble(n: int, parts: list[tuple[np.ndarray, Neighbors]]) -> Neighbors:
@@ -132,23 +86,20 @@ class FeatureStats:
 
 
 class DistFeatureReader:
-    """Owned rows from the local table, remote rows from the cache, the rest fetched.
+    """Owned rows from the local table, remote rows from the cache, the rest fetched: the
+    :class:`gnntrain.engine.FeatureReader` of every run (one process is one worker owning
+    every row).
 
     ``dtype`` is the transfer dtype, or on a typed graph one per node type
     (:func:`gnntrain.runtime.codec.type_dtypes`); a typed owner replies with one group per
     node type, each at its type's width and dtype. ``type_widths`` (each node type's own
     width) marks the featureless types: their remote rows are zeros, read without asking."""
 
-    def __init__(self, x_local: np.ndarray | TypedRows, start: int, book: PartitionBook, rank: int,
-                 peers: Peers, comm: CommCounter, degrees: np.ndarray, *,
+    def __init__(self, x_local: np.ndarray | TypedRows, policy: PartitionPolicy, degrees: np.ndarray, *,
                  cache: FeatureCache | None = None, dtype: str | tuple[str, ...] = "float32",
                  node_types: np.ndarray | None = None, type_widths: tuple[int, ...] = ()) -> None:
         self.x_local = x_local
-        self.start = start
-        self.book = book
-        self.rank = rank
-        self.peers = peers
-        self.comm = comm
+        self.policy = policy
         self.deg = degrees
         self.types = node_types
         widths = np.asarray(type_widths, dtype=np.int64)
@@ -169,13 +120,14 @@ class DistFeatureReader:
         return np.asarray(self.types[ids], dtype=np.int64)
 
     def read(self, ids: np.ndarray) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)
+        """Feature rows of global ``ids``: float32 ``[len(ids), F]`` in the order given."""
+        route = self.policy.route(ids)
+        ids = route.ids
         out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)
-        local_pos, groups = group_by_owner(self.book.owner(ids), self.rank)
-        out[local_pos] = self.x_local[ids[local_pos] - self.start]
-        remote_pos = np.concatenate(list(groups.values())) if groups else np.empty(0, np.int64)
+        out[route.local] = self.x_local[self.policy.to_local(ids[route.local])]
+        remote_pos = route.remote_positions()
         self.stats.rows += int(ids.size)
-        self.stats.owned += int(local_pos.size)
+        self.stats.owned += int(route.local.size)
         self.stats.remote += int(remote_pos.size)
         if self._featureless is not None and remote_pos.size:
             assert self.types is not None
@@ -193,7 +145,7 @@ class DistFeatureReader:
             self.stats.cache_hits += int(hit.sum())
             self.stats.cached += int(remote_pos.size)
         if missing.size:
-            self.fetch_into(ids, missing, out)
+            self._fetch_into(ids[missing], out, missing, insert=True)
         if self.cache is not None and self._row_wire_bytes:
             self.stats.bytes_saved = int(self.stats.cache_hits * self._row_wire_bytes)
         return out
@@ -201,26 +153,25 @@ class DistFeatureReader:
     def fetch(self, ids: np.ndarray) -> np.ndarray:
         """Rows of remote ``ids`` straight from their owners (cache bypassed)."""
         out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)
-        self.fetch_into(ids, np.arange(ids.size), out, insert=False)
-        return out
+        return self._fetch_into(ids, out, None, insert=False)
 
-    def fetch_into(self, ids: np.ndarray, positions: np.ndarray, out: np.ndarray,
-                   insert: bool = True) -> None:
-        _, groups = group_by_owner(self.book.owner(ids[positions]), self.rank)
-        requests = {o: ids[positions[p]] for o, p in groups.items()}
-        self.comm.add_requests("feature", "features", requests, self.dtype)
-        replies = self.peers.features(requests, self.dtype)
-        for o, p in groups.items():
-            enc = replies[o]
-            rows = self._decode(enc, ids[positions[p]])
-            out[positions[p]] = rows
-            self.stats.fetched += int(p.size)
-            reply_bytes = wire_bytes(enc)  # as the owner counted it
+    def _fetch_into(self, ids: np.ndarray, out: np.ndarray, at: np.ndarray | None, *,
+                    insert: bool) -> np.ndarray:
+        """Rows of remote ``ids`` from their owners into ``out`` (at ``at``), one request
+        per owner; inserted into the cache with ``insert``."""
+        def receive(owner_ids: np.ndarray, reply: Encoded | TypedReply) -> np.ndarray:
+            rows = self._decode(reply, owner_ids)
+            self.stats.fetched += int(owner_ids.size)
+            reply_bytes = wire_bytes(reply)  # as the owner counted it
             self.stats.bytes_fetched += reply_bytes
-            if p.size:
-                self._row_wire_bytes = reply_bytes / p.size
+            if owner_ids.size:
+                self._row_wire_bytes = reply_bytes / owner_ids.size
             if insert and self.cache is not None:
-                self.cache.insert(ids[positions[p]], rows)
+                self.cache.insert(owner_ids, rows)
+            return rows
+
+        return self.policy.fetch(self.policy.route(ids), out, None, "features", self.dtype,
+                                 receive=receive, at=at)
 
     def _decode(self, reply: Encoded | TypedReply, ids: np.ndarray) -> np.ndarray:
         if isinstance(reply, Encoded):

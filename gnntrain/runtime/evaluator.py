@@ -67,15 +67,7 @@ class Evaluator:
         a.progress.set("eval", layer=layer)
         h_owned = self.hidden[layer]
         halo = np.asarray(a.part.halo_ids, dtype=np.int64)
-        if halo.size:
-            groups = a.part.halo_by_owner()  # halo positions per owner, as stored
-            replies = self._ask_hidden({o: halo[p] for o, p in groups.items()}, layer)
-            h_halo = np.empty((halo.size, h_owned.shape[1]), dtype=np.float32)
-            for o, p in groups.items():
-                h_halo[p] = replies[o]
-            h_all = np.concatenate([h_owned, h_halo])
-        else:
-            h_all = h_owned
+        h_all = np.concatenate([h_owned, self._ask_hidden(halo, layer)]) if halo.size else h_owned
         needs = block_needs(self.model)
         deg = types = None
         if needs.degrees or needs.node_types:
@@ -87,13 +79,16 @@ class Evaluator:
                             precision=self.precision)
         self.hidden[layer + 1] = out.numpy()
 
-    def _ask_hidden(self, requests: dict[int, np.ndarray], layer: int) -> dict[int, np.ndarray]:
-        """Rows after ``layer`` of other parts' nodes, one request per owner (``eval`` bytes)."""
-        self.access.comm.add_requests("eval", "hidden", requests, layer)
-        return {o: decode(enc, "float32") for o, enc in self.access.peers.hidden(requests, layer).items()}
+    def _ask_hidden(self, ids: np.ndarray, layer: int) -> np.ndarray:
+        """Rows after ``layer`` of other parts' nodes ``ids`` (sorted), one request per
+        owner (``eval`` bytes)."""
+        policy = self.access.policy
+        out = np.empty((ids.size, self.hidden[layer].shape[1]), dtype=np.float32)
+        return policy.fetch(policy.route(ids, presorted=True), out, None, "hidden", layer,
+                            receive=lambda _ids, enc: decode(enc, "float32"))
 
     def hidden_rows(self, ids: np.ndarray, layer: int) -> np.ndarray:
-        return np.ascontiguousarray(self.hidden[layer][ids - self.access.start])
+        return np.ascontiguousarray(self.hidden[layer][self.access.policy.to_local(ids)])
 
     def results(self) -> dict[str, Any]:
         """The task's metric state per split from the last layer's outputs (plus the rows
@@ -105,11 +100,7 @@ class Evaluator:
         outputs = self.hidden[out_layer]
         extra = self.task.extra_rows(a.part)
         if extra.size:
-            bounds = a.book.split_sorted(extra)
-            requests = {q: extra[bounds[q]:bounds[q + 1]] for q in range(a.book.num_parts)
-                        if bounds[q + 1] > bounds[q]}
-            replies = self._ask_hidden(requests, out_layer)
-            outputs = np.concatenate([outputs, *[replies[o] for o in sorted(requests)]])
+            outputs = np.concatenate([outputs, self._ask_hidden(extra, out_layer)])
         res = {s: self.task.to_json(self.task.eval_state(a.part, torch.from_numpy(outputs), s,
                                                              model=self.model))
                for s in SPLITS}

@@ -19,8 +19,8 @@ import torch
 from gnntrain.config import RunConfig
 from gnntrain.models import ModelSpec
 from gnntrain.runtime.codec import Encoded, TypedReply
-from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.group import Watch, WorkerGroup
+from gnntrain.runtime.routing import Peers
 from gnntrain.runtime.worker import Worker
 from gnntrain.tasks import Task
 from samplers import Neighbors

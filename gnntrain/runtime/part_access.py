@@ -23,14 +23,15 @@ from gnntrain.models import BlockNeeds
 from gnntrain.runtime.codec import type_dtypes
 from gnntrain.runtime.comm import CommCounter
 from gnntrain.runtime.dist_embedding import DistEmbedding
-from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource, Peers
+from gnntrain.runtime.dist_source import DistFeatureReader, DistGraphSource
+from gnntrain.runtime.routing import PartitionPolicy, Peers
 from gnntrain.tasks import SeedBatch, Task
 from samplers import CSRSource, NeighborSampler, build_cache, count_accesses
 from samplers.cache import TypedFeatureCache
 from samplers.config import resolve_fanouts
 
 if TYPE_CHECKING:
-    from partition import Part
+    from partition import Part, PartitionBook
 
 
 class Progress:
@@ -55,22 +56,18 @@ class PartAccess:
         self.rank = rank
         self.world = world
         self.device = device
-        self.book = part.book
-        self.start = part.start
-        self.num_nodes = self.book.num_nodes
         self.n_owned = int(part.indptr.shape[0] - 1)
         self.degrees = degrees
         self.node_types = node_types  # type index of every node (new numbering); None: untyped
-        self.peers = peers
-        self.comm = CommCounter(rank, world, node_types, part.node_type_names if node_types is not None else ())
+        comm = CommCounter(rank, world, node_types, part.node_type_names if node_types is not None else ())
+        self.policy = PartitionPolicy(part.book, rank, peers, comm)
         self.progress = Progress()
-        self.local = CSRSource(part.indptr, part.indices, part.x, row_offset=self.start,
+        self.local = CSRSource(part.indptr, part.indices, row_offset=self.start,
                                num_nodes=self.num_nodes, edge_rel=part.edge_rel,
                                num_relations=len(part.edge_types))
-        self.source = DistGraphSource(self.local, self.book, rank, peers, self.comm, part.x)
+        self.source = DistGraphSource(self.local, self.policy)
         dtypes = type_dtypes(cfg.train.feature_dtype, part.node_type_names)
-        self.reader = DistFeatureReader(part.x, self.start, self.book, rank, peers,
-                                        self.comm, degrees,
+        self.reader = DistFeatureReader(part.x, self.policy, degrees,
                                         dtype=dtypes if part.node_type_names else dtypes[0],
                                         node_types=node_types, type_widths=part.node_type_features)
         sc = cfg.sampler
@@ -83,11 +80,31 @@ class PartAccess:
         if emb is not None:
             shard = EmbeddingShard(emb, np.asarray(part.orig_ids[:self.n_owned], dtype=np.int64),
                                    seed=cfg.train.seed, wait_timeout_s=cfg.cluster.call_timeout_s)
-            self.embedding = DistEmbedding(shard, self.book, rank, self.start, self.peers,
-                                           self.comm, emb.combine)
+            self.embedding = DistEmbedding(shard, self.policy, emb.combine)
+
+    # the routing bundle, held once by the policy
+    @property
+    def book(self) -> PartitionBook:
+        return self.policy.book
+
+    @property
+    def start(self) -> int:
+        return self.policy.start
+
+    @property
+    def num_nodes(self) -> int:
+        return self.policy.num_nodes
+
+    @property
+    def peers(self) -> Peers:
+        return self.policy.peers
+
+    @property
+    def comm(self) -> CommCounter:
+        return self.policy.comm
 
     def owned(self, ids: np.ndarray) -> np.ndarray:
-        return (ids >= self.start) & (ids < self.start + self.n_owned)
+        return self.policy.owned(ids)
 
     def setup_cache(self, task: Task) -> dict[str, Any]:
         """Build the remote-feature cache ``sampler.cache`` asks for (``samplers.build_cache``);

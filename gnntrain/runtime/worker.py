@@ -25,9 +25,9 @@ from gnntrain.checkpoint import state_digest
 from gnntrain.config import RunConfig
 from gnntrain.engine import AllReduce
 from gnntrain.models import ModelSpec, build_model, has_layerwise
-from gnntrain.runtime.dist_source import Peers
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
+from gnntrain.runtime.routing import Peers
 from gnntrain.runtime.server import PeerServer
 from gnntrain.runtime.trainer import StepHook, Trainer
 from gnntrain.tasks import Task

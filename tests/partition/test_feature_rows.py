@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from partition.feature_rows import TypedRows, used_width
-from samplers import CSRSource
 
 
 def padded_rows(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -52,13 +51,18 @@ def test_tables_that_disagree_with_the_row_types_are_refused() -> None:
         TypedRows([np.zeros((3, 5), np.float32)], np.zeros(3, np.int64), 4)
 
 
-def test_a_sampler_source_reads_per_type_rows_without_padding_them_in_memory() -> None:
+def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory() -> None:
+    from gnntrain.runtime.comm import CommCounter
+    from gnntrain.runtime.dist_source import DistFeatureReader
+    from gnntrain.runtime.routing import PartitionPolicy
+    from partition import PartitionBook
+
     x, types = padded_rows(1)
     rows = TypedRows.from_padded(x, types, 3)
-    indptr = np.zeros(41, dtype=np.int64)
-    src = CSRSource(indptr, np.empty(0, np.int64), rows, row_offset=100, num_nodes=200)
-    assert src.x is rows
-    np.testing.assert_array_equal(src.read_features(np.array([139, 100])), x[[39, 0]])
+    policy = PartitionPolicy(PartitionBook([0, 100, 140, 200]), 1, None, CommCounter(1, 3))  # type: ignore[arg-type]
+    reader = DistFeatureReader(rows, policy, np.zeros(200, np.int64))
+    assert reader.x_local is rows
+    np.testing.assert_array_equal(reader.read(np.array([139, 100])), x[[39, 0]])
 
 
 def test_a_typed_sets_parts_hold_per_type_rows(tmp_path: Path) -> None:

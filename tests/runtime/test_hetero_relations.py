@@ -84,7 +84,7 @@ def test_training_graph_and_partition_keep_each_edges_relation(tmp_path: Path) -
 
 def test_sampled_blocks_carry_relations_and_draw_what_the_untyped_source_draws() -> None:
     typed = CSRSource.from_graph(GRAPH)
-    plain = CSRSource(GRAPH.indptr, GRAPH.indices, GRAPH.x)
+    plain = CSRSource(GRAPH.indptr, GRAPH.indices)
     seeds = GRAPH.train_idx[:40]
     a = NeighborSampler(typed, [4, 3]).sample(seeds, key=7)
     b = NeighborSampler(plain, [4, 3]).sample(seeds, key=7)

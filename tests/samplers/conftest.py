@@ -23,6 +23,10 @@ def power_law_csr(n: int = 600, m: int = 6000, gamma: float = 2.3,
 
 @pytest.fixture
 def hub_graph() -> Graph:
+    return make_hub_graph()
+
+
+def make_hub_graph() -> Graph:
     """600 nodes, ~12k directed edges, max degree in the hundreds, 8 features."""
     indptr, indices = power_law_csr()
     g = make_graph(600, 4, num_features=8)

@@ -26,7 +26,7 @@ def test_full_fanout_blocks_equal_full_graph_sage(hub_graph: Graph, hub_source: 
         full = convs[1](convs[0](x, ei).relu(), ei)
     seeds = np.array([0, 3, 17, 250, 599])
     batch = NeighborSampler(hub_source, [-1, -1]).sample(seeds, key=0)
-    pb = prepare(batch, hub_source.read_features(batch.input_nodes), hub_graph.y[seeds])
+    pb = prepare(batch, hub_graph.x[batch.input_nodes], hub_graph.y[seeds])
     h = pb.x
     with torch.no_grad():
         for i, (adj, conv) in enumerate(zip(to_pyg(batch), convs, strict=True)):
@@ -44,7 +44,7 @@ def test_sampled_blocks_equal_sage_on_the_sampled_subgraph(hub_graph: Graph,
     conv = _two_layer_sage()[0]
     batch = NeighborSampler(hub_source, [4]).sample(np.array([5, 9]), key=2)
     blk = batch.blocks[0]
-    x = torch.from_numpy(hub_source.read_features(batch.input_nodes))
+    x = torch.from_numpy(hub_graph.x[batch.input_nodes])
     lin_l, lin_r = conv.lin_l, conv.lin_r
     assert isinstance(lin_l, torch.nn.Module) and isinstance(lin_r, torch.nn.Module)
     with torch.no_grad():
@@ -56,9 +56,9 @@ def test_sampled_blocks_equal_sage_on_the_sampled_subgraph(hub_graph: Graph,
             torch.testing.assert_close(out[i], manual, rtol=1e-5, atol=1e-5)
 
 
-def test_prepare_is_zero_copy_and_to_moves_everything(hub_source: CSRSource) -> None:
+def test_prepare_is_zero_copy_and_to_moves_everything(hub_graph: Graph, hub_source: CSRSource) -> None:
     batch = NeighborSampler(hub_source, [3, 2]).sample(np.arange(6), key=1)
-    feats = hub_source.read_features(batch.input_nodes)
+    feats = hub_graph.x[batch.input_nodes]
     y = np.arange(6)
     pb = prepare(batch, feats, y)
     assert isinstance(pb, PreparedBatch) and pb.batch_size == 6
@@ -69,9 +69,9 @@ def test_prepare_is_zero_copy_and_to_moves_everything(hub_source: CSRSource) -> 
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_to_cuda(hub_source: CSRSource) -> None:
+def test_to_cuda(hub_graph: Graph, hub_source: CSRSource) -> None:
     batch = NeighborSampler(hub_source, [3, 2]).sample(np.arange(6), key=1)
-    pb = prepare(batch, hub_source.read_features(batch.input_nodes), np.arange(6))
+    pb = prepare(batch, hub_graph.x[batch.input_nodes], np.arange(6))
     on = pb.pin_memory().to("cuda", non_blocking=True)
     assert on.x.is_cuda and on.y.is_cuda and all(b.edge_index.is_cuda for b in on.blocks)
     assert torch.equal(on.x.cpu(), pb.x)

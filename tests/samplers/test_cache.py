@@ -9,7 +9,6 @@ import pytest
 
 from partition.graph import Graph
 from samplers import (
-    CachedSource,
     CSRSource,
     FeatureCache,
     FIFOCache,
@@ -195,41 +194,6 @@ def test_count_accesses_matches_brute_force(hub_graph: Graph, hub_source: CSRSou
     assert owned.ids.min() >= 300 and np.array_equal(owned.counts, counts[ids >= 300])
     odd = count_accesses(s, seeds, 50, 2, key=7, only=lambda v: v % 2 == 1)
     assert np.array_equal(odd.ids, ids[ids % 2 == 1])
-
-
-@pytest.mark.parametrize("policy", ["lru", "fifo", "presample"])
-def test_cached_source_reads_exact_rows(hub_graph: Graph, hub_source: CSRSource,
-                                        policy: str) -> None:
-    """Owned rows from the table, remote rows via the cache, misses via the slow path:
-    the result is always x[ids], and every remote read is counted once."""
-    remote = np.arange(hub_graph.num_nodes) >= 300
-    slow_reads: list[int] = []
-
-    class Slow(CSRSource):
-        def read_features(self, ids: np.ndarray) -> np.ndarray:
-            slow_reads.append(int(np.count_nonzero(remote[ids])))
-            return super().read_features(ids)
-
-    inner = Slow(hub_graph.indptr, hub_graph.indices, hub_graph.x)
-    s = NeighborSampler(hub_source, [4, 3])
-    cap = resolve_capacity(0.2, 300, 32)
-    cache: FeatureCache
-    if policy == "presample":
-        acc = count_accesses(s, hub_graph.train_idx, 50, 1, key=99, exclude=(0, 300))
-        ids = presample_ids(acc, cap)
-        cache = StaticCache(ids, hub_graph.x[ids])
-    else:
-        cache = (LRUCache if policy == "lru" else FIFOCache)(cap, 8)
-    src = CachedSource(inner, cache, is_remote=lambda v: remote[v])
-    total_remote = 0
-    for b in NeighborSampler(src, [4, 3]).iter_batches(hub_graph.train_idx, 50, key=1):
-        got = src.read_features(b.input_nodes)
-        np.testing.assert_array_equal(got, hub_graph.x[b.input_nodes])
-        total_remote += int(remote[b.input_nodes].sum())
-    st = cache.stats
-    assert st.lookups == total_remote
-    assert sum(slow_reads) == st.misses  # every miss, and only misses, took the slow path
-    assert st.hits > 0 and st.bytes_served == st.hits * 32
 
 
 def test_build_cache_from_config(hub_graph: Graph, hub_source: CSRSource) -> None:

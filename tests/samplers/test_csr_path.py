@@ -50,7 +50,7 @@ def test_csr_path_equals_edge_index_path(hub_graph: Graph, hub_source: CSRSource
     isolated = np.flatnonzero(np.diff(hub_graph.indptr) == 0)
     seeds = np.unique(np.concatenate([np.arange(0, 600, 7), isolated[:3]]))
     batch = NeighborSampler(hub_source, [5, -1, 4]).sample(seeds, key=2)
-    x = torch.from_numpy(hub_source.read_features(batch.input_nodes))
+    x = torch.from_numpy(hub_graph.x[batch.input_nodes])
     deg = torch.from_numpy(hub_graph.in_degrees()[batch.input_nodes].astype(np.float32))
     y = torch.from_numpy(hub_graph.y[seeds])
     grads = []

@@ -72,12 +72,9 @@ def test_seeds_out_of_range(hub_source: CSRSource, bad: int) -> None:
 
 
 def test_seeds_outside_partition_rows(hub_source: CSRSource) -> None:
-    part = CSRSource(np.array([0, 1, 1]), np.array([5]), np.zeros((2, 3)), row_offset=10,
-                     num_nodes=20)
+    part = CSRSource(np.array([0, 1, 1]), np.array([5]), row_offset=10, num_nodes=20)
     with pytest.raises(ValueError, match=r"node id 12 is outside the allowed range \[10, 12\)"):
         part.sample_neighbors(np.array([10, 12]), 2, replace=False, key=0)
-    with pytest.raises(ValueError, match=r"ids: node id 3"):
-        part.read_features(np.array([3]))
 
 
 def test_seeds_must_be_unique_integers(hub_source: CSRSource) -> None:
@@ -107,10 +104,6 @@ def test_bad_csr_inputs() -> None:
         CSRSource(np.array([0, 1, 1]), np.array([1]), edge_weight=np.array([-1.0]))
     with pytest.raises(ValueError, match="edge_weight: expected one weight per edge"):
         CSRSource(np.array([0, 1, 1]), np.array([1]), edge_weight=np.ones(3))
-    with pytest.raises(ValueError, match=r"x: expected shape \[n_rows=2, F\]"):
-        CSRSource(np.array([0, 1, 1]), np.array([1]), np.zeros((3, 2)))
-    with pytest.raises(ValueError, match="built without features"):
-        CSRSource(np.array([0, 1, 1]), np.array([1])).read_features(np.array([0]))
 
 
 def test_cache_capacity_negative_and_clamped() -> None:

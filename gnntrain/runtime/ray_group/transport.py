@@ -10,7 +10,7 @@ import ray
 from ray.exceptions import GetTimeoutError
 
 from gnntrain.runtime.codec import Encoded, TypedReply
-from gnntrain.runtime.dist_source import Peers
+from gnntrain.runtime.routing import Peers
 from samplers import Neighbors
 from samplers.base import Fanout
 

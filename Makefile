@@ -33,7 +33,7 @@ demo: $(VENV)/.installed
 # xdist's default of the most tests first, which left the longest modules for the end.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed
-	$(PY) -m compileall -q -j 0 gnntrain partition samplers > /dev/null  # each worker process imports them
+	$(PY) -m compileall -q -j 0 gnntrain partition samplers bench tests > /dev/null  # every worker process imports them
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 lint: $(VENV)/.installed

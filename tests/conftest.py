@@ -128,7 +128,7 @@ def joined_env(ray_local: None) -> dict[str, str]:
 # one worker, handed out in collection order, so a long module collected last would leave
 # the other worker idle at the end.
 LONG_MODULES = ("tests/faults/test_elastic.py", "tests/test_accuracy_cora.py",
-                "tests/runtime/test_cluster_submit.py", "tests/faults/test_recovery.py")
+                "tests/runtime/test_cluster_submit.py", "tests/test_tune.py", "tests/faults/test_recovery.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,7 +27,7 @@ from gnntrain.engine import AllReduce
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.runtime.evaluator import Evaluator
 from gnntrain.runtime.part_access import PartAccess
-from gnntrain.runtime.routing import Peers
+from gnntrain.runtime.routing import PEER_CATEGORIES, Peers
 from gnntrain.runtime.server import PeerServer
 from gnntrain.runtime.trainer import StepHook, Trainer
 from gnntrain.tasks import Task
@@ -53,14 +53,9 @@ CALLS: dict[str, tuple[str, str]] = {
 """Coordinator calls: name -> (role attribute, or "" for the worker itself; method). They
 run on the worker's one training thread."""
 
-SERVE_CALLS: dict[str, tuple[str, str]] = {
-    "sample": ("server", "sample"),
-    "features": ("server", "features"),
-    "hidden": ("server", "hidden"),
-    "embedding_rows": ("server", "embedding_rows"),
-    "embedding_grads": ("server", "embedding_grads"),
-}
-"""Peer calls: name -> (role attribute, method). Run on the worker's serving threads."""
+SERVE_CALLS: dict[str, tuple[str, str]] = {name: ("server", name) for name in PEER_CATEGORIES}
+"""Peer calls: name -> (role attribute, method), one for each call a peer may make
+(:data:`~gnntrain.runtime.routing.PEER_CATEGORIES`). Run on the worker's serving threads."""
 
 
 class _NoPeers(Peers):

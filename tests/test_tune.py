@@ -30,8 +30,12 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
     cfg = small_cora(tmp_path, data_root)
     # a learning rate of 1e-5 learns nothing in 4 epochs: ASHA has a poor trial to stop
     space = {"train.lr": {"grid_search": [0.02, 0.01, 1e-5, 2e-5]}}
+    # one trial at a time, the good learning rates first: ASHA has their first-epoch results
+    # when a poor trial reports its own, so its decision does not depend on which trial
+    # happens to report first
     result = gnntrain.sweep(cfg, space, workers_per_trial=2, num_samples=1, scheduler="asha",
-                          cpus_per_worker=0.5, coordinator_cpus=0.5, storage=tmp_path / "sweeps", name="lr")
+                            cpus_per_worker=0.5, coordinator_cpus=0.5, max_concurrent_trials=1,
+                            storage=tmp_path / "sweeps", name="lr")
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}, "a trial left actors or groups"
     assert len(result.trials) == 4
     assert all(not t.stopped.startswith("error") for t in result.trials), [t.stopped for t in result.trials]
@@ -46,7 +50,7 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
     # the driver gone, the same call with resume=True restores the sweep: nothing is run again
     written = {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in result.trials}
     again = gnntrain.sweep(cfg, space, workers_per_trial=2, cpus_per_worker=0.5, coordinator_cpus=0.5,
-                          storage=tmp_path / "sweeps", name="lr", resume=True)
+                           max_concurrent_trials=1, storage=tmp_path / "sweeps", name="lr", resume=True)
     assert [(t.trial_id, t.best, t.epochs, t.stopped) for t in again.trials] == \
         [(t.trial_id, t.best, t.epochs, t.stopped) for t in result.trials]
     assert {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in again.trials} == written

@@ -409,3 +409,27 @@ def insert_seeds_hashed(seeds: np.ndarray, keys: np.ndarray, vals: np.ndarray,
 def count_ids(ids: np.ndarray, counts: np.ndarray) -> None:
     for i in range(ids.shape[0]):
         counts[ids[i]] += 1
+
+
+@nb.njit(nogil=True, cache=True)
+def _identity(x: Int) -> Int:
+    return x
+
+
+def _settle_numba() -> None:
+    """Finish numba's set-up in the importing thread, before any thread calls a kernel.
+
+    Numba sets its CPU target up on the first call of any kernel in a process, and that
+    registers more argument types with the ``functools.singledispatch`` function which
+    types every call's arguments. A second thread typing its own first call at that
+    moment fails with "dictionary changed size during iteration" (a worker's sampling and
+    peer-serving threads meeting their first kernel at once). One call here does the
+    set-up at import; typing each argument class the kernels take then puts it in
+    singledispatch's cache, so later calls only read it."""
+    _identity(np.int64(0))
+    for value in (np.empty(0, np.int64), np.int64(0), np.uint64(0), np.int32(0), np.float32(0), np.float64(0),
+                  np.bool_(False), 0, 0.0, True):
+        nb.typeof(value)
+
+
+_settle_numba()

@@ -180,3 +180,28 @@ def test_from_config(hub_source: CSRSource) -> None:
 
     s = NeighborSampler.from_config(hub_source, SamplerConfig(fanouts=[4, -1], replace=True))
     assert s.fanouts == [4, -1] and s.replace and not s.weighted
+
+
+SETTLED = """
+import numpy as np
+import numba.core.typing.typeof as typing
+from samplers.local import CSRSource
+registered = len(typing.typeof_impl.registry)
+CSRSource(np.array([0, 2, 3, 3]), np.array([1, 2, 0])).sample_neighbors(np.arange(3), 2, replace=False, key=1)
+print(registered, len(typing.typeof_impl.registry))
+"""
+
+
+def test_importing_the_sampler_settles_numba_before_any_thread_samples() -> None:
+    """Numba's first kernel call registers argument types with a dispatcher that is not
+    thread-safe while it changes; importing the sampler must have done that already, so two
+    threads' first samples cannot meet it (a fresh process, as a worker is)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    got = subprocess.run([sys.executable, "-c", SETTLED], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert got.returncode == 0, got.stderr[-2000:]
+    before, after = got.stdout.split()
+    assert before == after

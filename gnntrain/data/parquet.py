@@ -93,7 +93,8 @@ class _Kind:
 _IDS = _Kind(pa.types.is_integer, "integer node ids", "write the ids as int32/int64")
 _NUMBERS = _Kind(_is_number, "numbers", "write it as a float or integer column")
 _LABELS = _Kind(_is_number, "integer class ids", "write the labels as int64 (null for unlabeled)")
-_MASK = _Kind(lambda t: pa.types.is_boolean(t) or pa.types.is_integer(t), "a boolean mask", "write it as a bool column")
+_MASK = _Kind(lambda t: pa.types.is_boolean(t) or pa.types.is_integer(t), "a boolean mask",
+              "write it as a bool column")
 _TYPES = _Kind(_is_type, "edge types (integers or strings)", "write it as an integer or string column")
 _FEATURE_LIST = _Kind(_is_number_list, "a list of numbers per row",
                       "write the features as list<float32> (or give a list of scalar columns)")
@@ -243,8 +244,10 @@ def _read_nodes(table: _Table, cfg: ParquetNodes) -> _Nodes:
     if cfg.label is not None:
         col = data.column(cfg.label)
         y = rows(_numpy(col, fill=-1 if pa.types.is_integer(col.type) else np.nan))
-    masks = {s: rows(_numpy(data.column(c), fill=False))
-             for s, c in zip(("train", "val", "test"), cfg.masks or (), strict=False)}
+    masks: dict[str, np.ndarray] = {}
+    for s, c in zip(("train", "val", "test"), cfg.masks or (), strict=False):
+        col = data.column(c)  # null: not in the split
+        masks[s] = rows(_numpy(col, fill=False if pa.types.is_boolean(col.type) else 0))
     return _Nodes(num_nodes=n, x=x, y=y, masks=masks)
 
 

@@ -4,6 +4,7 @@ file; bad tables fail before any data is read, naming the file, the column and t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gnntrain.config import load_config
+from gnntrain.config import ParquetDataset, load_config
 from gnntrain.data import DataError, Graph, load_dataset
 from partition import PartitionConfig, build_partition_set
 from tests.conftest import make_graph
@@ -94,43 +95,42 @@ def test_edges_only_counts_nodes_from_ids_and_splits_at_random(tmp_path: Path) -
                              edges={"path": str(path), "src": "a", "dst": "b"}))
 
 
-def _bad(tmp_path: Path, case: str) -> tuple[dict[str, object], str]:
-    """A dataset config with one fault, and the error it must raise."""
-    edges, nodes = tmp_path / "edges.parquet", tmp_path / "nodes.parquet"
-    pq.write_table(pa.table({"src": [0, 1, 2], "dst": [1, 2, 3]}), edges)
-    pq.write_table(pa.table({"y": [0, 1, 0, 1], "emb": [[1.0], [2.0], [3.0], [4.0]]}), nodes)
-    cfg: dict[str, object] = {"edges": {"path": str(edges)},
-                              "nodes": {"path": str(nodes), "label": "y", "features": "emb"}}
-    if case == "missing column":
-        cfg["edges"] = {"path": str(edges), "src": "source"}
-        return cfg, (rf"dataset.edges: {edges} has no column 'source' \(its columns: src, dst\); "
-                     r"set dataset.edges.src to the column holding integer node ids")
-    if case == "float ids":
-        pq.write_table(pa.table({"src": [0.0, 1.0, 2.0], "dst": [1, 2, 3]}), edges)
-        return cfg, (rf"dataset.edges: {edges} column 'src' \(dataset.edges.src\) is double, "
-                     r"expected integer node ids; write the ids as int32/int64")
-    if case == "features not a list":
-        cfg["nodes"] = {"path": str(nodes), "features": "y"}
-        return cfg, (rf"dataset.nodes: {nodes} column 'y' \(dataset.nodes.features\) is int64, "
-                     r"expected a list of numbers per row")
-    if case == "id out of range":
-        pq.write_table(pa.table({"src": [0, 1, 2], "dst": [1, 2, 4]}), edges)
-        return cfg, (rf"dataset.edges: {edges} column 'dst' holds node id 4 \(row 2 of that "
-                     r"file\), outside \[0, num_nodes=4\)")
-    if case == "missing path":
-        cfg["nodes"] = {"path": str(tmp_path / "nodes"), "label": "y"}
-        return cfg, (rf"dataset.nodes.path='{tmp_path / 'nodes'}': {tmp_path / 'nodes'} does "
-                     r"not exist; expected a Parquet file or a directory of Parquet files")
-    assert case == "not parquet"
-    edges.write_text("src,dst\n0,1\n")
-    return cfg, rf"dataset.edges.path='{edges}': cannot open it as Parquet"
+_EDGES = {"src": [0, 1, 2], "dst": [1, 2, 3]}
+BAD = {  # case: (edge table written, or None for a CSV file; node config changes; the message)
+    "missing column": (_EDGES, {"edges": {"src": "source"}},
+                       "dataset.edges: {edges} has no column 'source' (its columns: src, dst); set "
+                       "dataset.edges.src to the column holding integer node ids"),
+    "float ids": ({"src": [0.0, 1.0, 2.0], "dst": [1, 2, 3]}, {},
+                  "dataset.edges: {edges} column 'src' (dataset.edges.src) is double, expected "
+                  "integer node ids; write the ids as int32/int64"),
+    "features not a list": (_EDGES, {"nodes": {"features": "y"}},
+                            "dataset.nodes: {nodes} column 'y' (dataset.nodes.features) is int64, "
+                            "expected a list of numbers per row"),
+    "id out of range": ({"src": [0, 1, 2], "dst": [1, 2, 4]}, {},
+                        "dataset.edges: {edges} column 'dst' holds node id 4 (row 2 of that file), "
+                        "outside [0, num_nodes=4)"),
+    "missing path": (_EDGES, {"nodes": {"path": "{tmp}/nodes"}},
+                     "dataset.nodes.path='{tmp}/nodes': {tmp}/nodes does not exist; expected a "
+                     "Parquet file or a directory of Parquet files"),
+    "not parquet": (None, {}, "dataset.edges.path='{edges}': cannot open it as Parquet"),
+}
 
 
-@pytest.mark.parametrize("case", ["missing column", "float ids", "features not a list",
-                                  "id out of range", "missing path", "not parquet"])
+@pytest.mark.parametrize("case", list(BAD))
 def test_bad_tables_name_the_file_the_column_and_the_fix(tmp_path: Path, case: str) -> None:
-    cfg, message = _bad(tmp_path, case)
-    with pytest.raises(DataError, match=message):
+    edge_columns, changes, message = BAD[case]
+    paths = {"edges": str(tmp_path / "edges.parquet"), "nodes": str(tmp_path / "nodes.parquet"),
+             "tmp": str(tmp_path)}
+    if edge_columns is None:
+        Path(paths["edges"]).write_text("src,dst\n0,1\n")
+    else:
+        pq.write_table(pa.table(edge_columns), paths["edges"])
+    pq.write_table(pa.table({"y": [0, 1, 0, 1], "emb": [[1.0], [2.0], [3.0], [4.0]]}), paths["nodes"])
+    cfg = {"edges": {"path": paths["edges"]},
+           "nodes": {"path": paths["nodes"], "label": "y", "features": "emb"}}
+    for table, change in changes.items():
+        cfg[table] |= {k: v.format(**paths) for k, v in change.items()}
+    with pytest.raises(DataError, match=re.escape(message.format(**paths))):
         load_dataset(dataset(source="parquet", **cfg))
 
 
@@ -147,4 +147,5 @@ def test_storage_options_secrets_are_not_written(tmp_path: Path) -> None:
                                        "storage_options": {"endpoint_url": "http://h:9000",
                                                            "secret": "s3cr3t"}}})
     assert cfg.public_dump()["dataset"]["storage_options"] == {"endpoint_url": "http://h:9000"}
+    assert isinstance(cfg.dataset, ParquetDataset)
     assert cfg.dataset.storage_options["secret"] == "s3cr3t"  # the run itself still has it

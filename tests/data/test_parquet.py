@@ -109,6 +109,9 @@ BAD = {  # case: (edge table written, or None for a CSV file; node config change
     "id out of range": ({"src": [0, 1, 2], "dst": [1, 2, 4]}, {},
                         "dataset.edges: {edges} column 'dst' holds node id 4 (row 2 of that file), "
                         "outside [0, num_nodes=4)"),
+    "repeated node id": (_EDGES, {"nodes": {"id": "y"}},
+                         "node ids in {nodes} column 'y': id 0 appears twice; each node has exactly "
+                         "one row"),
     "missing path": (_EDGES, {"nodes": {"path": "{tmp}/nodes"}},
                      "dataset.nodes.path='{tmp}/nodes': {tmp}/nodes does not exist; expected a "
                      "Parquet file or a directory of Parquet files"),

@@ -48,7 +48,7 @@ import numpy as np
 from gnntrain.data.build import RawGraph, masks_to_splits
 from gnntrain.data.errors import DataError
 from gnntrain.data.paths import resolve_path
-from partition.storage import FsspecStore, StorageError, is_remote, open_store
+from partition.storage import FsspecStore, StorageError, is_remote, local_path, open_store
 
 try:
     import pyarrow as pa
@@ -151,7 +151,7 @@ def _open_table(location: str, field: str, storage_options: Mapping[str, Any]) -
         assert isinstance(store, FsspecStore)  # a remote location opens an fsspec store
         source, fs = store.path, PyFileSystem(FSSpecHandler(store.fs))
     else:
-        path = resolve_path(location, field=f"{field}.path")
+        path = resolve_path(local_path(location), field=f"{field}.path")  # a path or file:// URI
         if not path.exists():
             raise DataError(f"{field}.path={location!r}: {path} does not exist; expected a Parquet "
                             "file or a directory of Parquet files")

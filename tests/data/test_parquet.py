@@ -32,8 +32,8 @@ def _node_columns(g: Graph) -> dict[str, np.ndarray]:
 
 
 def _write_local(g: Graph, root: Path) -> dict[str, object]:
-    """Edges as a directory of two files; nodes shuffled, with an id column and a list
-    column of features."""
+    """Edges as a directory of two files; nodes (at a file:// URI) shuffled, with an id column
+    and a list column of features."""
     src_dst = _edge_table(g)
     half = src_dst.num_rows // 2
     (root / "edges").mkdir(parents=True)
@@ -44,7 +44,7 @@ def _write_local(g: Graph, root: Path) -> dict[str, object]:
     feats = pa.FixedSizeListArray.from_arrays(pa.array(g.x[perm].ravel()), g.num_features)
     pq.write_table(pa.table({"node": perm, "feat": feats, **cols}), root / "nodes.parquet")
     return {"edges": {"path": str(root / "edges")},
-            "nodes": {"path": str(root / "nodes.parquet"), "id": "node", "features": "feat",
+            "nodes": {"path": f"file://{root / 'nodes.parquet'}", "id": "node", "features": "feat",
                       "label": "label", "masks": ["train_mask", "val_mask", "test_mask"]}}
 
 

@@ -163,7 +163,7 @@ def test_package_exports_are_lazy_and_versioned() -> None:
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     code = ("import sys, gnntrain, gnntrain.api, gnntrain.run; "
             f"assert gnntrain.__version__ == {version!r}, gnntrain.__version__; "
-            "print(sorted(m for m in ('torch', 'numba', 'ray') if m in sys.modules)); "
+            "print(sorted(m for m in ('torch', 'numba', 'ray', 'pyarrow') if m in sys.modules)); "
             "names = [getattr(gnntrain, n) for n in gnntrain.__all__]; "
             "print(sorted(n for n in gnntrain.__all__ if n not in dir(gnntrain)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

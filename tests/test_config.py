@@ -160,8 +160,10 @@ def test_layers_must_match_fanouts() -> None:
 @pytest.mark.parametrize("kw,msg", [
     ({"source": "csv"}, r"dataset: source='csv' needs 'path' \(or 'edges'\)"),
     ({"source": "npz"}, r"dataset\.path: required for source='npz', but missing"),
-    ({"source": "parquet", "path": "a"}, r"dataset\.source: got 'parquet'; expected one of "
-                                         r"planetoid, npz, heterophilous, ogb, csv, ogbl, lightgcn, synthetic"),
+    ({"source": "hdf5", "path": "a"}, r"dataset\.source: got 'hdf5'; expected one of planetoid, "
+                                      r"npz, heterophilous, ogb, csv, ogbl, lightgcn, parquet, synthetic"),
+    ({"source": "parquet", "edges": {"path": "e", "src": "a"}, "nodes": {"path": "n", "masks": ["m"]}},
+     r"dataset\.nodes\.masks: masks=\['m'\]: give three different columns, the train, val and test"),
     ({}, r"dataset\.source: missing; expected one of planetoid"),
     ({"source": "npz", "path": "a.npz", "train_frac": 0.7, "val_frac": 0.4},
      r"train_frac=0\.7 \+ val_frac=0\.4 = 1\.1 > 1"),

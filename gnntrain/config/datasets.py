@@ -20,8 +20,9 @@ from partition.paths import check_component
 __all__ = [
     "DATA_ENV", "HETERO_SOURCES", "ChunksDataset", "CsvDataset", "DatasetConfig", "HeteroDirDataset",
     "HeterophilousDataset", "LightGcnDataset", "LoadedDataset", "NpzDataset", "OgbDataset", "OgbMagDataset",
-    "OgblDataset", "PlanetoidDataset", "SyntheticConfig", "SyntheticDataset", "SyntheticHeteroConfig",
-    "SyntheticHeteroDataset", "data_root", "parse_dataset",
+    "OgblDataset", "ParquetDataset", "ParquetEdges", "ParquetNodes", "PlanetoidDataset",
+    "SyntheticConfig", "SyntheticDataset", "SyntheticHeteroConfig", "SyntheticHeteroDataset",
+    "data_root", "parse_dataset",
 ]
 
 
@@ -179,6 +180,63 @@ class CsvDataset(LoadedDataset):
         return self
 
 
+class ParquetEdges(Frozen):
+    """The edge table of ``source: parquet``: one row per directed edge ``src -> dst``."""
+
+    path: str = Field(description="one Parquet file or a directory of them (read in name order); "
+                      "a local path (" + _PATH_DOC + ") or a URI the storage layer opens "
+                      "(s3://bucket/prefix, gs://..., file://...)")
+    src: str = Field("src", description="column of source node ids (integers in [0, num_nodes))")
+    dst: str = Field("dst", description="column of destination node ids (integers in [0, num_nodes))")
+    edge_type: str | None = Field(None, description="column of edge types (integers or strings): "
+                                  "checked when the table is opened; the untyped training graph "
+                                  "does not carry it")
+    weight: str | None = Field(None, description="column of edge weights (numbers): checked when "
+                               "the table is opened; training runs carry no edge weights")
+
+
+class ParquetNodes(Frozen):
+    """The node table of ``source: parquet``: one row per node."""
+
+    path: str = Field(description="one Parquet file or a directory of them (read in name order); "
+                      "a local path or a URI, as edges.path")
+    id: str | None = Field(None, description="column of node ids, each of 0..N-1 exactly once (rows in "
+                           "any order); None: row i (in file order) is node i")
+    features: str | list[str] | None = Field(
+        None, description="one list column (each row a list of F numbers), or a list of F numeric "
+        "columns; None: structural fallback features")
+    label: str | None = Field(None, description="column of integer class ids (null or -1: unlabeled)")
+    masks: list[str] | None = Field(
+        None, description="three boolean columns: the train, val and test masks, as PyG's Data "
+        "stores them (e.g. [train_mask, val_mask, test_mask]); None: a random split over the "
+        "labeled nodes")
+
+    @field_validator("masks")
+    @classmethod
+    def _three_masks(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (len(v) != 3 or len(set(v)) != 3):
+            raise ValueError(f"masks={v}: give three different columns, the train, val and test "
+                             "masks in that order, e.g. [train_mask, val_mask, test_mask]")
+        return v
+
+
+class ParquetDataset(LoadedDataset):
+    """Parquet tables (``gnntrain/data/parquet.py``): an edge table and an optional node table,
+    each one file or a directory of files, local or on object storage (read with pyarrow:
+    ``pip install 'gnntrain[parquet]'``, plus ``[s3]``/``[gcs]`` for remote paths)."""
+
+    source: Literal["parquet"] = "parquet"
+    edges: ParquetEdges
+    nodes: ParquetNodes | None = Field(None, description="the node table; None: a structure-only "
+                                       "graph (fallback features, one class)")
+    num_nodes: int | None = Field(None, ge=1, description="node count; default the node table's "
+                                  "rows, else the largest edge id + 1")
+    storage_options: dict[str, Any] = Field(
+        default_factory=dict, description="options of the object store of URI paths, handed to "
+        "fsspec as they are (e.g. endpoint_url): secret-looking keys are never written to "
+        "config.yaml, summary.json or logs")
+
+
 class OgblDataset(LoadedDataset):
     """An OGB link-property folder (``gnntrain/data/link.py``): training edges in ``raw/``,
     validation and test positives and negatives in ``split/<name>/*.pt``; ``split`` names
@@ -330,7 +388,7 @@ class ChunksDataset(_DatasetBase):
 
 DatasetConfig = Annotated[
     PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | OgblDataset
-    | LightGcnDataset | SyntheticDataset | ChunksDataset | HeteroDirDataset | OgbMagDataset
+    | LightGcnDataset | ParquetDataset | SyntheticDataset | ChunksDataset | HeteroDirDataset | OgbMagDataset
     | SyntheticHeteroDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per

@@ -367,11 +367,14 @@ class RunConfig(Frozen):
 
     def public_dump(self) -> dict[str, Any]:
         """The config as a run writes it (``config.yaml``, ``summary.json``): JSON values,
-        with the secret-looking keys of ``partition.storage_options`` left out
+        with the secret-looking keys of ``partition.storage_options`` and of
+        ``dataset.storage_options`` (a Parquet source's store) left out
         (:func:`partition.storage.redact`), so a resumed run takes its credentials from the
         standard places again."""
         raw = self.model_dump(mode="json")
-        raw["partition"]["storage_options"] = redact(raw["partition"]["storage_options"])
+        for section in ("partition", "dataset"):
+            if "storage_options" in raw[section]:
+                raw[section]["storage_options"] = redact(raw[section]["storage_options"])
         return raw
 
 

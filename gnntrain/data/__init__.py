@@ -1,7 +1,7 @@
 """The data layer: every dataset source becomes one canonical :class:`Graph`.
 
 ``load_dataset(cfg)`` reads what a ``DatasetConfig`` names (Planetoid, ``.npz``,
-heterophilous-graphs, OGB folders, edge-list CSV, the synthetic generator);
+heterophilous-graphs, OGB folders, edge-list CSV, Parquet tables, the synthetic generator);
 ``from_pyg`` / ``from_dgl`` convert in-memory graphs; ``generate`` makes a synthetic
 graph directly; ``GraphSummary.of(graph)`` gives the figures a user checks first.
 Loader errors are :class:`DataError`; contract violations of a built graph are

@@ -1,7 +1,7 @@
 """``load_dataset``: one dataset config in, one validated :class:`Graph` out.
 
 Dispatch on ``cfg.source``; each reader lives in the module named for its format
-(``planetoid``, ``npz``, ``ogb``, ``edgelist``, ``synthetic``) and returns a
+(``planetoid``, ``npz``, ``ogb``, ``edgelist``, ``parquet``, ``synthetic``) and returns a
 :class:`~gnntrain.data.build.RawGraph`, which :func:`~gnntrain.data.build.build_graph`
 cleans (``undirected``, ``dedup``, ``self_loops``), splits and validates. Relative
 paths resolve against :func:`gnntrain.config.data_root` (``$GNNTRAIN_DATA``, else
@@ -21,6 +21,7 @@ from gnntrain.config import (
     OgbDataset,
     OgblDataset,
     OgbMagDataset,
+    ParquetDataset,
     PlanetoidDataset,
     SyntheticHeteroDataset,
 )
@@ -76,6 +77,10 @@ def _read(cfg: LoadedDataset) -> RawGraph:
             features=resolve_path(cfg.features, field="dataset.features") if cfg.features else None,
             delimiter=cfg.delimiter, id_column=cfg.id_column, label_column=cfg.label_column,
             num_nodes=cfg.num_nodes, relabel=cfg.relabel, header=cfg.header)
+    if isinstance(cfg, ParquetDataset):  # local paths or URIs: the reader resolves them
+        from gnntrain.data.parquet import load_parquet
+
+        return load_parquet(cfg)
     assert isinstance(cfg, PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset)
     path = resolve_path(cfg.path)
     if isinstance(cfg, PlanetoidDataset):

@@ -1,6 +1,6 @@
 """Run directories on object storage (an S3 server on 127.0.0.1), in-process runs without Ray:
 the store holds the run's files and complete checkpoints; a run resumed from the store ends
-bit for bit where the uninterrupted run ends; load reads it back; a damaged object, a
+bit for bit where the uninterrupted run ends; load and predict read it back; a damaged object, a
 missing bucket and a URI without a run fail before any work with one line naming the URI."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gnntrain import run as cli
 from gnntrain.api import check_startable, resolve_config
 from gnntrain.checkpoint import load_latest
 from gnntrain.config import ConfigError
+from gnntrain.predict import PredictError, predict
 from gnntrain.rundir import RunDir
 from tests.conftest import make_graph
 from tests.runtime.helpers import assert_same_state, tiny_cfg
@@ -66,6 +67,14 @@ def test_a_run_on_s3_is_mirrored_resumed_and_loaded(s3_bucket: S3Bucket, tmp_pat
     assert loaded.epochs_done == 2 and loaded.location == where
     for k, v in uninterrupted["model"].items():
         assert torch.equal(loaded.model.state_dict()[k], v), k
+
+    # predictions from the store's run: written to a local --out (required), same parameters
+    with pytest.raises(PredictError, match="is in an object store and predictions are written locally"):
+        predict(where, storage_options=options, single_process=True, graph=g, progress=False)
+    out = predict(where, "logits", out=tmp_path / "logits", storage_options=options, single_process=True,
+                  graph=g, progress=False, checkpoint="last")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["run_dir"], manifest["checkpoint_epoch"]) == (where, 2)
 
     # no secret in any object of the store or any file of the staging copies
     written = [fs.cat_file(p) for p in fs.find(uri[len("s3://"):])]

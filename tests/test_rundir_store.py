@@ -18,6 +18,7 @@ from gnntrain.checkpoint import load_latest
 from gnntrain.config import ConfigError
 from gnntrain.predict import PredictError, predict
 from gnntrain.rundir import RunDir
+from gnntrain.rundir_store import RunStoreError
 from tests.conftest import make_graph
 from tests.runtime.helpers import assert_same_state, tiny_cfg
 
@@ -118,3 +119,37 @@ def test_a_missing_bucket_wrong_endpoint_or_run_fails_before_any_work(s3_bucket:
     with pytest.raises(FileNotFoundError, match=rf"--resume {uri}/runs/nothing: not a run directory "
                                                 r"\(no config.yaml there\); give the URI of a run"):
         resolve_config(None, [sets], resume=f"{uri}/runs/nothing")
+
+
+def test_checkpoints_with_side_files_rotate_and_come_back_whole(tmp_path: Path) -> None:
+    """The mirror over any store (a local one here, no server): side files listed before the
+    checkpoint, rotation counted in the store, best.pt replaced, and a fetch that brings the
+    newest and best checkpoints back and refuses a side file that differs."""
+    from gnntrain.checkpoint import BEST, load_part_file, save_checkpoint
+    from gnntrain.rundir_store import RunMirror
+    from partition.storage import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    run = RunDir(tmp_path / "staging", RunMirror(store))
+    state = {"model": {"w": torch.ones(2)}, "opt": {"state": {}, "param_groups": []}}
+    for epoch in (1, 2, 3):
+        parts = [{"rows": torch.full((2,), float(10 * epoch + p))} for p in range(2)]
+        save_checkpoint(run, epoch, state, keep=2, parts=parts)
+        save_checkpoint(run, epoch, state, keep=2, parts=parts, stem=BEST)
+    names = sorted(p.name for p in (tmp_path / "store" / "checkpoints").iterdir())
+    assert names == sorted(f"{s}{x}" for s in ("ckpt-00002", "ckpt-00003", "best")
+                           for x in (".pt", ".part-0.pt", ".part-1.pt", ".manifest.json"))
+    manifest = json.loads((tmp_path / "store" / "checkpoints" / "ckpt-00003.manifest.json").read_text())
+    assert list(manifest["files"]) == ["ckpt-00003.part-0.pt", "ckpt-00003.part-1.pt", "ckpt-00003.pt"]
+
+    fetched = RunDir(tmp_path / "node-b")
+    RunMirror(store).fetch(fetched.path)
+    assert sorted(p.name for p in (fetched.path / "checkpoints").iterdir()) == sorted(
+        f"{s}{x}" for s in ("ckpt-00003", "best") for x in (".pt", ".part-0.pt", ".part-1.pt"))
+    assert load_latest(fetched)["epochs_done"] == 3  # type: ignore[index]
+    assert torch.equal(load_part_file(fetched, "best.part-1.pt")["rows"], torch.full((2,), 31.0))
+
+    side = tmp_path / "store" / "checkpoints" / "ckpt-00003.part-1.pt"
+    side.write_bytes(side.read_bytes()[:-1] + bytes([side.read_bytes()[-1] ^ 0xFF]))
+    with pytest.raises(RunStoreError, match=r"ckpt-00003\.part-1\.pt differs from its manifest"):
+        RunMirror(store).fetch(tmp_path / "node-c")

@@ -55,23 +55,29 @@ ConfigLike = str | os.PathLike[str] | Mapping[str, Any] | RunConfig
 @dataclass
 class Run:
     """A finished run: its directory, ``summary.json``, the resolved config, and the
-    trained model (from the final checkpoint, on the CPU, in eval mode)."""
+    trained model (from the final checkpoint, on the CPU, in eval mode). ``location`` is
+    where the run lives: its URI for a ``train.run_root`` on object storage (``run_dir`` is
+    then the local staging copy, which holds every file), else ``str(run_dir)``."""
 
     run_dir: Path
     summary: dict[str, Any]
     config: RunConfig
     model: nn.Module
+    location: str
 
 
 @dataclass
 class Loaded:
     """A run read back by :func:`load`: its config and the model of the checkpoint asked
-    for (on the CPU, in eval mode), trained ``epochs_done`` epochs."""
+    for (on the CPU, in eval mode), trained ``epochs_done`` epochs. ``location`` is what
+    was given to :func:`load`; for a run in a store, ``run_dir`` is the local copy of what
+    was fetched."""
 
     run_dir: Path
     config: RunConfig
     model: nn.Module
     epochs_done: int
+    location: str
 
 
 def override_items(overrides: Mapping[str, Any]) -> list[str]:
@@ -109,11 +115,15 @@ def resolve_config(config: ConfigLike | None, overrides: Sequence[str] = (), *,
     if resume is not None:
         from gnntrain.checkpoint import list_checkpoints
 
-        run = RunDir.open(Path(resume))
+        # a run in a store is read with the options the overrides give (config.yaml has no secrets)
+        raw = RunDir.read_config_at(str(resume), _storage_overrides(items))
+        cfg = load_config(raw=raw, overrides=items)
+        run = RunDir.open(str(resume), storage_options=cfg.train.storage_options,
+                          scratch=cfg.cluster.scratch_dir)
         if not list_checkpoints(run):
-            raise ConfigError(f"--resume {resume}: the run has no checkpoint to continue from "
-                              f"(nothing in {run.path / 'checkpoints'}); start a new run instead")
-        return load_config(raw=run.read_config_raw(), overrides=items), run
+            raise ConfigError(f"--resume {resume}: the run has no checkpoint to continue "
+                              f"from (nothing in {run.location}/checkpoints); start a new run instead")
+        return cfg, run
     if config is None:
         raise ConfigError("config=None: give a YAML path, a mapping of sections or a RunConfig")
     if isinstance(config, RunConfig):
@@ -123,15 +133,38 @@ def resolve_config(config: ConfigLike | None, overrides: Sequence[str] = (), *,
     return load_config(config, items), None
 
 
+def _storage_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``train.storage_options`` as the ``KEY=VALUE`` items alone set it ({} if they do not)."""
+    from gnntrain.config.loading import apply_override
+
+    raw: dict[str, Any] = {}
+    for item in items:
+        if item.partition("=")[0].strip().startswith("train.storage_options"):
+            apply_override(raw, item, RunConfig)
+    return dict(raw.get("train", {}).get("storage_options", {}))
+
+
 def check_startable(cfg: RunConfig, *, single_process: bool) -> None:
-    """What can be known about this machine before Ray starts: the run root is writable;
-    an embedded Ray has the CPUs and the CUDA device the config asks for."""
-    root = Path(cfg.train.run_root)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"train.run_root={str(root)!r}: cannot create run directories there "
-                          f"({e.strerror or e}); choose a writable directory") from None
+    """What can be known about this machine before Ray starts: the run root is writable
+    (a store's by writing and deleting one empty object); an embedded Ray has the CPUs and
+    the CUDA device the config asks for."""
+    from partition.storage import StorageError, is_remote
+
+    if is_remote(cfg.train.run_root):
+        from gnntrain.rundir_store import check_writable
+
+        try:
+            check_writable(cfg.train.run_root, cfg.train.storage_options)
+        except StorageError as e:
+            raise ConfigError(f"train.run_root={cfg.train.run_root!r}: cannot write run directories "
+                              f"there: {e}") from None
+    else:
+        root = Path(cfg.train.run_root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"train.run_root={str(root)!r}: cannot create run directories there "
+                              f"({e.strerror or e}); choose a writable directory") from None
     embedded = single_process or not (cfg.cluster.address or os.environ.get("RAY_ADDRESS"))
     if not embedded:  # a cluster's CPUs and GPUs are checked when the workers are placed
         return
@@ -217,27 +250,38 @@ def fit(config: ConfigLike | None, *, model: ModelSpec | None = None, task: Task
                                   address=address, resume=resume)
     summary = train(cfg, model=model, task=task, single_process=single_process, resume=resumed,
                     graph=graph, progress=progress, console=console)
-    run = RunDir(Path(summary["run_dir"]))
+    location = str(summary["run_dir"])
+    from partition.storage import is_remote
+
+    if is_remote(location):
+        from gnntrain.rundir_store import staging_dir
+
+        run = RunDir(staging_dir(location, cfg.cluster.scratch_dir))
+    else:
+        run = RunDir(Path(location))
     net, _ = _trained_model(run, cfg, model)
-    return Run(run_dir=run.path, summary=summary, config=cfg, model=net)
+    return Run(run_dir=run.path, summary=summary, config=cfg, model=net, location=location)
 
 
 def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None,
-         checkpoint: str = "best") -> Loaded:
+         checkpoint: str = "best", storage_options: Mapping[str, Any] | None = None) -> Loaded:
     """The config and trained model of ``run_dir`` (on the CPU), without Ray.
 
     ``checkpoint``: ``best`` (the epoch with the best validation metric, where the run
     kept one: ``train.keep_best``; else the newest) or ``last`` (the newest checkpoint).
     ``model`` is needed when the run was given a Python object (``fit(model=...)``) rather
     than an importable ``model.arch``: pass the same factory or module again.
+
+    ``run_dir`` may be a run's URI in an object store (``s3://bucket/runs/<name>-<stamp>``,
+    reached with ``storage_options``, e.g. ``endpoint_url``): its config and its newest and
+    best complete checkpoints are fetched into a local cache (``gnntrain-scratch/cache`` under
+    the temp directory), each object checked against the checkpoint's manifest.
     """
-    path = Path(run_dir)
-    if not (path / "config.yaml").is_file():
-        raise FileNotFoundError(f"load({str(path)!r}): not a run directory (no config.yaml)")
-    run = RunDir(path)
+    location = str(run_dir)
+    run = RunDir.open(location, storage_options=storage_options, kind="cache", what="load()")
     cfg = load_config(raw=run.read_config_raw())
     net, epochs = _trained_model(run, cfg, model, checkpoint)
-    return Loaded(run_dir=path, config=cfg, model=net, epochs_done=epochs)
+    return Loaded(run_dir=run.path, config=cfg, model=net, epochs_done=epochs, location=location)
 
 
 def _model_info(run: RunDir) -> dict[str, Any] | None:

@@ -68,7 +68,8 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
     """Write ``checkpoints/ckpt-<epoch>.pt`` (state after ``epoch`` epochs) atomically,
     after the per-part side files of ``parts`` (one state per part, in part order), and
     keep the newest ``keep``. With ``stem`` (:data:`BEST`), write ``<stem>.pt`` instead,
-    replacing the previous one, outside the rotation."""
+    replacing the previous one, outside the rotation. A run on object storage then uploads
+    it, its manifest last (:meth:`RunDir.publish_checkpoint`)."""
     d = run.path / "checkpoints"
     rotate = stem is None
     stem = stem or f"ckpt-{epoch:05d}"
@@ -83,12 +84,12 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
     extra = {"part_files": files, "part_digests": digests, "part_records": records} if files else {}
     path = d / f"{stem}.pt"
     atomic_write_bytes(path, _torch_bytes({"epochs_done": epoch, **state, **extra}))
-    if not rotate:
-        return path
-    for old in list_checkpoints(run)[:-keep]:
-        old.unlink(missing_ok=True)
-        for side in d.glob(f"{old.stem}.part-*.pt"):
-            side.unlink(missing_ok=True)
+    if rotate:
+        for old in list_checkpoints(run)[:-keep]:
+            old.unlink(missing_ok=True)
+            for side in d.glob(f"{old.stem}.part-*.pt"):
+                side.unlink(missing_ok=True)
+    run.publish_checkpoint(stem, [*files, path.name], keep if rotate else None)
     return path
 
 

@@ -10,6 +10,7 @@ Examples::
     python -m gnntrain.run --config datasets/cora.yaml --single-process     # reference loop
     python -m gnntrain.run --config datasets/cora.yaml --workers 2 --address auto  # on a cluster
     python -m gnntrain.run --resume runs/cora-20261130-081500                # after a crash
+    python -m gnntrain.run --resume s3://bucket/runs/cora-20261130-081500    # a run in a store
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--address", default=None, help="Ray cluster address ('auto', HOST:PORT); default: embedded")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override one config value, e.g. --set train.epochs=3 (repeatable)")
-    ap.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                    help="continue a run from its last checkpoint")
+    ap.add_argument("--resume", default=None, metavar="RUN_DIR",
+                    help="continue a run from its last checkpoint: its directory, or its URI in an "
+                    "object store (s3://bucket/runs/NAME; the store's options from --set "
+                    "train.storage_options=...)")
     ap.add_argument("--run-dir", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--version", action="version", version=f"gnntrain {__version__}",
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     try:
         cfg, resumed = resolve_config(args)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError) as e:  # ConfigError; a run in a store that is damaged
         return report_user_error(console, e)
     from gnntrain.runtime.cluster import ClusterError
 

@@ -20,6 +20,11 @@
 A run never reuses another run's directory: a clash of names gets a ``-N`` suffix. The
 name is one path component (:func:`partition.paths.check_component`): a run directory is
 always directly under ``train.run_root``.
+
+A ``train.run_root`` on object storage (``s3://bucket/prefix``) changes where the files go,
+not how they are written: the run directory is a local staging directory mirrored to the
+store (:mod:`gnntrain.rundir_store`); :meth:`RunDir.sync` and
+:meth:`RunDir.publish_checkpoint` upload it, and do nothing for a local run directory.
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gnntrain.config import RunConfig
+from gnntrain.rundir_store import RunMirror, staging_dir
 from partition.manifest import atomic_write_bytes
 from partition.paths import check_component, join_under
+from partition.storage import Store, is_remote, open_store
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -50,22 +58,32 @@ def _json_default(o: Any) -> Any:
 
 
 class RunDir:
-    """One run's directory."""
+    """One run's directory: ``path`` on this machine and, for a run on object storage, the
+    ``mirror`` that uploads it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mirror: RunMirror | None = None) -> None:
         self.path = path
+        self.mirror = mirror
+
+    @property
+    def location(self) -> str:
+        """Where the run lives: its URI in the store, else its local directory."""
+        return self.mirror.uri if self.mirror is not None else str(self.path)
 
     @classmethod
-    def create(cls, root: str | Path, name: str) -> RunDir:
+    def create(cls, root: str | Path, name: str, *, storage_options: Mapping[str, Any] | None = None,
+               scratch: str | Path | None = None) -> RunDir:
+        """A new run directory under ``root``; under an object-store URI, a new prefix there
+        staged in ``scratch`` (:func:`~gnntrain.rundir_store.staging_dir`)."""
+        if is_remote(root):
+            return cls._create_in_store(str(root), name, storage_options, scratch)
         root = Path(root)
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OSError(f"train.run_root={str(root)!r}: cannot create the run directory: {e}") from e
-        check_component("run name (dataset.name)", name)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        for n in range(1000):
-            path = join_under(root, f"{name}-{stamp}" + (f"-{n}" if n else ""), "run name (dataset.name)")
+        for leaf in _names(name):
+            path = join_under(root, leaf, "run name (dataset.name)")
             try:
                 path.mkdir()
                 return cls(path)
@@ -74,22 +92,65 @@ class RunDir:
         raise FileExistsError(f"could not find a free run directory name under {root}")
 
     @classmethod
-    def open(cls, path: str | Path) -> RunDir:
-        p = Path(path)
+    def _create_in_store(cls, root: str, name: str, storage_options: Mapping[str, Any] | None,
+                         scratch: str | Path | None) -> RunDir:
+        store = open_store(root, storage_options)
+        taken = set(store.names())
+        for leaf in _names(name):
+            if leaf in taken:
+                continue
+            mirror = RunMirror(store.child(leaf))
+            path = staging_dir(mirror.uri, scratch)
+            try:
+                path.mkdir(parents=True)
+                return cls(path, mirror)
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"could not find a free run directory name under {root}")
+
+    @classmethod
+    def open(cls, location: str | Path, *, storage_options: Mapping[str, Any] | None = None,
+             scratch: str | Path | None = None, kind: str = "runs", what: str = "--resume") -> RunDir:
+        """An existing run: a local directory as it is; a run in a store fetched into
+        :func:`~gnntrain.rundir_store.staging_dir` (``kind``: ``runs`` to continue it, ``cache``
+        to read it) with its newest complete checkpoints, verified against their manifests.
+        ``what`` names the argument in the error of a location that holds no run."""
+        if is_remote(location):
+            mirror = RunMirror(_run_store(str(location), storage_options, what))
+            path = staging_dir(mirror.uri, scratch, kind)
+            mirror.fetch(path)
+            return cls(path, mirror)
+        p = Path(location)
         if not (p / "config.yaml").is_file():
             raise FileNotFoundError(
-                f"--resume {p}: not a run directory (expected {p}/config.yaml and checkpoints/)")
+                f"{what} {p}: not a run directory (expected {p}/config.yaml and checkpoints/)")
         return cls(p)
+
+    @classmethod
+    def read_config_at(cls, location: str | Path, storage_options: Mapping[str, Any] | None = None,
+                       what: str = "--resume") -> dict[str, Any]:
+        """The ``config.yaml`` of the run at ``location`` (local or in a store), read in place."""
+        if not is_remote(location):
+            return cls.open(location, what=what).read_config_raw()
+        return _config_mapping(_run_store(str(location), storage_options, what).read_bytes("config.yaml"))
+
+    def sync(self) -> None:
+        """Upload what changed to the store (nothing for a local run directory)."""
+        if self.mirror is not None:
+            self.mirror.sync(self.path)
+
+    def publish_checkpoint(self, stem: str, files: Sequence[str], keep: int | None) -> None:
+        """Upload the checkpoint ``stem`` just written (``files`` of ``checkpoints/``, the
+        checkpoint itself last) and its manifest (nothing for a local run directory)."""
+        if self.mirror is not None:
+            self.mirror.put_checkpoint(self.path / "checkpoints", stem, files, keep)
 
     def write_config(self, cfg: RunConfig) -> None:
         atomic_write_bytes(self.path / "config.yaml",
                            yaml.safe_dump(cfg.public_dump(), sort_keys=False).encode())
 
     def read_config_raw(self) -> dict[str, Any]:
-        with (self.path / "config.yaml").open() as f:
-            out = yaml.safe_load(f)
-        assert isinstance(out, dict)
-        return out
+        return _config_mapping((self.path / "config.yaml").read_bytes())
 
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write_json(self.path / name, obj)
@@ -113,3 +174,26 @@ class RunDir:
         if not p.exists():
             return []
         return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+
+
+def _names(name: str) -> Iterator[str]:
+    """The candidate names of a new run directory: ``<name>-<stamp>``, then ``-1``, ``-2``, ..."""
+    check_component("run name (dataset.name)", name)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        yield f"{name}-{stamp}" + (f"-{n}" if n else "")
+
+
+def _run_store(uri: str, storage_options: Mapping[str, Any] | None, what: str) -> Store:
+    """The store of the run at ``uri``; FileNotFoundError naming ``what`` when it holds no run."""
+    store = open_store(uri, storage_options)
+    if not store.exists("config.yaml"):
+        raise FileNotFoundError(f"{what} {store.uri}: not a run directory (no config.yaml there); "
+                                "give the URI of a run, <train.run_root>/<name>-<stamp>")
+    return store
+
+
+def _config_mapping(data: bytes) -> dict[str, Any]:
+    out = yaml.safe_load(data)
+    assert isinstance(out, dict)
+    return out

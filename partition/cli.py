@@ -23,6 +23,7 @@ from partition.build import build_partition_set
 from partition.config import METHODS
 from partition.report import PartitionReport, quality_report, write_report
 from partition.steps import StepRecorder
+from partition.storage import is_remote
 
 # The one module of ``partition`` that imports upward: a thin entry point that reaches
 # for the dataset loaders and the run config of ``gnntrain`` (tests/test_layering.py).
@@ -82,6 +83,9 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
         overrides.append(f"partition.method={args.method}")
     cfg = load_config(args.config, overrides)
     methods = _methods(args, cfg.partition.method)
+    if args.out is None and is_remote(cfg.train.run_root):
+        raise ValueError(f"train.run_root={cfg.train.run_root!r} is an object-store URI and the "
+                         "partition report is written to a local directory: give --out DIR")
     console = Console()
     if cfg.dataset.source in HETERO_SOURCES:  # a typed graph: typed set and per-type report
         _run_typed(cfg, args, methods, console)

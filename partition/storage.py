@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from partition.errors import PartitionError
-from partition.manifest import CHUNK, FileMismatch, atomic_write_bytes
+from partition.manifest import CHUNK, FileMismatch, FileRecord, HashingWriter, atomic_write_bytes
 
 __all__ = ["FsspecStore", "LocalStore", "Store", "StorageError", "default_scratch", "is_remote",
            "local_path", "open_store", "redact"]
@@ -109,6 +109,16 @@ class Store(ABC):
     @abstractmethod
     def open_read(self, rel: str) -> Any:
         """A context manager giving a binary file that reads ``rel``."""
+
+    def put(self, rel: str, src: Path) -> FileRecord:
+        """Copy the local file ``src`` to ``rel``, hashing it on the way out: the record
+        (size, SHA-256) of what was written. On an object store the object appears whole
+        or not at all."""
+        with src.open("rb") as f, self.open_write(rel) as out:
+            writer = HashingWriter(out)
+            while chunk := f.read(CHUNK):
+                writer.write(chunk)
+        return writer.record()
 
     def fetch(self, rel: str, dest: Path, size: int, sha256: str) -> None:
         """Copy ``rel`` to the local file ``dest``, hashing it on the way in; ``dest``
@@ -209,7 +219,7 @@ class FsspecStore(Store):
                                "and the prefix") from None
         except PermissionError as e:
             raise StorageError(f"{self.uri}/{rel}: access denied ({what}: {e}); check the "
-                               "credentials (environment, profile, or partition.storage_options)") from None
+                               "credentials (environment, profile, or storage_options)") from None
         except Exception as e:  # the back-ends raise their own types (botocore, aiohttp, ...)
             raise StorageError(f"{self.uri}/{rel}: {what} failed ({type(e).__name__}: {e}); check "
                                "the URI, the endpoint (storage_options.endpoint_url) and the "

@@ -183,7 +183,17 @@ class TrainConfig(Frozen):
         None, gt=0, description="scale the model's summed gradients down to at most this total "
         "2-norm before each optimizer step (torch.nn.utils.clip_grad_norm_); None: no clipping. "
         "A model.node_embedding table's sparse rows are not clipped")
-    run_root: str = "runs"
+    run_root: str = Field(
+        "runs", description="where each run writes its run directory (<run_root>/<name>-<stamp>): a "
+        "directory, or an object-store URI (s3://bucket/prefix, gs://bucket/prefix): then the "
+        "coordinator writes the run directory to a staging directory under cluster.scratch_dir and "
+        "mirrors it to the store (each checkpoint's files first and its manifest last; metrics, "
+        "comm, summary, config and plots at every epoch end and at the run's end)")
+    storage_options: dict[str, Any] = Field(
+        default_factory=dict, description="options of the object store of a URI run_root, handed "
+        "to fsspec as they are (e.g. endpoint_url of an on-premise S3, anon, profile): the store of "
+        "the run directories has its own options, as partition.root has partition.storage_options. "
+        "Secret-looking keys are never written to config.yaml, summary.json, checkpoints or logs")
 
 
 class ClusterConfig(Frozen):
@@ -367,12 +377,12 @@ class RunConfig(Frozen):
 
     def public_dump(self) -> dict[str, Any]:
         """The config as a run writes it (``config.yaml``, ``summary.json``): JSON values,
-        with the secret-looking keys of ``partition.storage_options`` and of
-        ``dataset.storage_options`` (a Parquet source's store) left out
-        (:func:`partition.storage.redact`), so a resumed run takes its credentials from the
-        standard places again."""
+        with the secret-looking keys of ``partition.storage_options``,
+        ``train.storage_options`` and ``dataset.storage_options`` (a Parquet source's store)
+        left out (:func:`partition.storage.redact`), so a resumed run takes its credentials
+        from the standard places again."""
         raw = self.model_dump(mode="json")
-        for section in ("partition", "dataset"):
+        for section in ("partition", "train", "dataset"):
             if "storage_options" in raw[section]:
                 raw[section]["storage_options"] = redact(raw[section]["storage_options"])
         return raw

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +39,12 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             out: str | Path | None = None, *, force: bool = False, fmt: str = "npy",
             single_process: bool = False, model: ModelSpec | None = None,
             task: Task | None = None, graph: Graph | None = None, progress: bool = True,
-            console: Any = None, checkpoint: str = "best") -> Path:
+            console: Any = None, checkpoint: str = "best",
+            storage_options: Mapping[str, Any] | None = None) -> Path:
     """Write ``what`` for every node of the run in ``run_dir``; returns the output directory.
+
+    ``run_dir`` may be a run's URI in an object store, read with ``storage_options``
+    (:func:`open_run`; ``out`` is then required).
 
     ``checkpoint``: ``best`` (the epoch with the best validation metric, where the run
     kept one: ``train.keep_best``; else the newest) or ``last`` (the newest).
@@ -59,7 +64,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     console = console or Console(stderr=True, quiet=not progress)
     if checkpoint not in CHECKPOINT_CHOICES:
         raise PredictError(f"--checkpoint {checkpoint!r}: expected one of {', '.join(CHECKPOINT_CHOICES)}")
-    run = open_run(run_dir)
+    run = open_run(run_dir, storage_options, out)
     cfg = load_config(raw=run.read_config_raw())
     if fmt not in SHARD_FORMATS:
         raise PredictError(f"--format {fmt!r}: expected one of {', '.join(SHARD_FORMATS)}")
@@ -119,7 +124,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             from gnntrain.runtime.ray_group import RayGroup
 
             with ray_session(cfg.cluster, workers):
-                group = RayGroup(cfg, str(pset.path.resolve()), workers, spec, task)  # workers' cwd differs on a cluster
+                group = RayGroup(cfg, pset.location, workers, spec, task)  # absolute or a URI: workers start elsewhere
                 try:
                     shards = _infer(group, run, ckpt, what, layer, tmp, fmt, progress)
                 finally:
@@ -128,7 +133,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             format_version=FORMAT_VERSION, what=what, layer=layer, format=fmt,  # type: ignore[arg-type]
             dtype=shards[0]["dtype"], width=int(shards[0]["shape"][1]),
             total_rows=sum(int(s["rows"]) for s in shards), shards=[Shard(**s) for s in shards],
-            run_dir=str(run.path.resolve()), checkpoint_epoch=int(ckpt["epochs_done"]), workers=workers)
+            run_dir=run.location if run.mirror is not None else str(run.path.resolve()), checkpoint_epoch=int(ckpt["epochs_done"]), workers=workers)
         write_manifest_file(tmp, manifest)
         from partition.build import move_into_place
 
@@ -156,9 +161,23 @@ def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, lay
     return sorted(shards, key=lambda s: int(s["part"]))
 
 
-def open_run(run_dir: str | Path) -> RunDir:
+def open_run(run_dir: str | Path, storage_options: Mapping[str, Any] | None = None,
+             out: str | Path | None = None) -> RunDir:
+    """The run to predict with. A run in an object store (``s3://.../runs/<name>-<stamp>``,
+    reached with ``storage_options``) is fetched into a local cache (its config and newest
+    and best checkpoints, checked against their manifests); its predictions go to ``out``,
+    a local path, which it then requires."""
     from gnntrain.rundir import RunDir
+    from partition.storage import is_remote
 
+    if is_remote(run_dir):
+        if out is None:
+            raise PredictError(f"run_dir={str(run_dir)!r} is in an object store and predictions are "
+                               "written locally: give --out, a local path")
+        try:
+            return RunDir.open(str(run_dir), storage_options=storage_options, kind="cache", what="run_dir")
+        except FileNotFoundError as e:
+            raise PredictError(str(e)) from None
     p = Path(run_dir)
     if not (p / "config.yaml").is_file():
         raise PredictError(f"run_dir={str(p)!r}: not a run directory (no config.yaml); pass the "

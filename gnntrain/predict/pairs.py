@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,16 +94,18 @@ def _to_graph_ids(task: Any, pairs: np.ndarray, where: str) -> np.ndarray:
 def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path | None = None, *,
                   force: bool = False, single_process: bool = False, model: ModelSpec | None = None,
                   task: Task | None = None, graph: Graph | None = None,
-                  progress: bool = True, checkpoint: str = "best") -> Path:
+                  progress: bool = True, checkpoint: str = "best",
+                  storage_options: Mapping[str, Any] | None = None) -> Path:
     """Score the pairs of ``pairs_file`` with the run in ``run_dir``; returns the written file.
-    ``model``/``task``/``graph``/``checkpoint`` as in :func:`gnntrain.predict.predict`."""
+    ``model``/``task``/``graph``/``checkpoint``/``storage_options`` as in
+    :func:`gnntrain.predict.predict`."""
     import torch
 
     from gnntrain.api import _trained_model
     from gnntrain.config import load_config
     from gnntrain.tasks import LinkPrediction, build_task
 
-    run = open_run(run_dir)
+    run = open_run(run_dir, storage_options, out)
     cfg = load_config(raw=run.read_config_raw())
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
     if not isinstance(task, LinkPrediction):

@@ -7,9 +7,14 @@ the middle with the in-process reference worker over the whole graph.
 A stored partition set is verified (sizes, then SHA-256 of every file against
 ``meta.json``) before Ray starts, so a damaged file is reported by name, not by a worker
 dying at start-up. Any error that ends a run after its directory exists leaves the full
-traceback in ``error.log`` there; a worker that stops on a user error (a ``ValueError``
-of ours: data, partition, config) ends the run with :class:`WorkerUserError`, whose
-message is the worker's own one-line reason.
+traceback in ``error.log`` there (and, for a run on object storage, in the store); a
+worker that stops on a user error (a ``ValueError`` of ours: data, partition, config) ends
+the run with :class:`WorkerUserError`, whose message is the worker's own one-line reason.
+
+A ``train.run_root`` on object storage is written to a local staging directory and
+mirrored to the store (:mod:`gnntrain.rundir_store`): the run's files at its start, at every
+epoch end (:func:`~gnntrain.runtime.driver.fit`) and at its end, each checkpoint as it is
+written.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import re
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +44,7 @@ from gnntrain.tasks import Task, build_task
 from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
 from partition.labels import classes_without
+from partition.storage import StorageError
 from samplers.config import hop_fanouts, resolve_fanouts, resolve_type_sizes
 
 if TYPE_CHECKING:
@@ -109,11 +115,14 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                   "class": f"{type(probe).__module__}.{type(probe).__qualname__}",
                   "layerwise": has_layerwise(probe)}
     del probe
-    run = resume or (RunDir(run_dir) if run_dir else RunDir.create(cfg.train.run_root, cfg.dataset.name))
+    run = resume or (RunDir(run_dir) if run_dir else RunDir.create(
+        cfg.train.run_root, cfg.dataset.name, storage_options=cfg.train.storage_options,
+        scratch=cfg.cluster.scratch_dir))
     run.path.mkdir(parents=True, exist_ok=True)
     with _error_log(run):
         run.write_config(cfg)
         run.write_json("model.json", model_info)
+        run.sync()
 
         ckpt = load_latest(run) if resume else None
         start_epoch = int(ckpt["epochs_done"]) if ckpt else 0
@@ -159,9 +168,10 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         summary = build_summary(cfg.public_dump(), epochs, workers=workers,
                                 partition=partition_report, cache=res.cache, failures=failures,
                                 metric=task.metric)
-        summary["run_dir"] = str(run.path)
+        summary["run_dir"] = run.location
         run.write_json("summary.json", summary)
         write_plots(run.path, epochs)
+        run.sync()
         print_summary(summary, Console(stderr=True) if console.stderr else console)
     return summary
 
@@ -270,6 +280,8 @@ def _error_log(run: RunDir) -> Iterator[None]:
     except Exception as e:
         log.write_text("".join(traceback.format_exception(e)))
         e.add_note(f"full traceback: {log}")
+        with suppress(StorageError):  # the store may be what failed: the local log stays
+            run.sync()
         raise
 
 

@@ -253,6 +253,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
                 stems.append(BEST)
             if stems:
                 checkpoint(group, run, cfg, epoch + 1, stems)
+            run.sync()  # a run on object storage: the epoch's metrics (and plots, tb) to the store
         res.epochs.append(rec)
         if on_epoch is not None:
             on_epoch(rec)

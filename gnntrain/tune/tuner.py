@@ -32,6 +32,7 @@ from gnntrain.config import ConfigError, RunConfig
 from gnntrain.tune.space import check_space, parse_space, partition_settings, probe_values
 from gnntrain.tune.summary import Sweep, print_sweep, summarise
 from gnntrain.tune.trial import TrialShape, run_trial, trial_config, trial_resources
+from partition.storage import is_remote
 
 __all__ = ["SCHEDULERS", "reported_metrics", "sweep"]
 
@@ -88,8 +89,12 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
     if metric not in reported_metrics(task.metric):
         raise ConfigError(f"metric={metric!r}: task {cfg.task.kind!r} does not report it; it reports "
                           f"{', '.join(reported_metrics(task.metric))}")
+    if storage is None and is_remote(cfg.train.run_root):
+        raise ConfigError(f"train.run_root={cfg.train.run_root!r}: a sweep keeps its trials in a local or "
+                          "shared directory, not in an object store; give storage=DIR (--storage)")
+    run_root = cfg.train.run_root if is_remote(cfg.train.run_root) else Path(cfg.train.run_root).resolve()
     cfg = cfg.with_overrides([f"partition.root={Path(cfg.partition.root).resolve()}",
-                              f"train.run_root={Path(cfg.train.run_root).resolve()}"])  # trials run elsewhere
+                              f"train.run_root={run_root}"])  # trials run elsewhere
     settings = partition_settings(space)
     if resume and name is None:
         raise ConfigError("resume=True: give the name of the sweep to resume (its directory under storage)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,7 @@ def tiny_graph() -> Graph:
     return make_graph()
 
 
-SESSION_CPUS = 8
+SESSION_CPUS = 16
 """Logical CPUs of the session's Ray (:func:`ray_local`)."""
 
 
@@ -80,10 +81,12 @@ def ray_local() -> Iterator[None]:
     """One local Ray for the test session: no dashboard, files under a temp dir; always
     shut down, and never a bare `ray stop`. Runs keep their worker actors for the next run
     of the same shape (:func:`gnntrain.reuse_workers`): most of a new group's start-up is
-    each actor importing torch and PyG. The instance counts 8 logical CPUs on the 2 cores
-    so that idle groups of 1, 2 and 4 workers (1 CPU each by default, one torch thread
-    each as on 2 CPUs) stay side by side instead of evicting each other as the modules
-    alternate between shapes."""
+    each actor importing torch and PyG (about 5 s of CPU each on these cores). The instance
+    counts :data:`SESSION_CPUS` logical CPUs on the 2 cores so that idle groups of 1, 2 and
+    4 workers (1 CPU each by default, one torch thread each as on 2 CPUs) stay side by side
+    with room to spare for a subprocess's run (:func:`joined_env`), a sweep's trials or the
+    partitioning pipeline's tasks (:func:`ray_tasks`), instead of evicting each other as
+    the modules alternate between them."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -96,13 +99,18 @@ def ray_local() -> Iterator[None]:
             yield
     finally:
         ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+TASK_CPUS = 8.0
+"""CPUs left free for the Ray tasks of a test of the partitioning pipeline (:func:`ray_tasks`)."""
 
 
 @pytest.fixture
 def ray_tasks(ray_local: None) -> None:
-    """The session's Ray with no idle kept workers: for tests that start Ray tasks of their
-    own (the partitioning pipeline), which need the CPUs idle workers hold."""
-    POOL.release()
+    """The session's Ray with :data:`TASK_CPUS` free: for tests that start Ray tasks of their
+    own (the partitioning pipeline), which need CPUs that idle workers may hold."""
+    POOL.make_room(TASK_CPUS, 0.0)
 
 
 SUBPROCESS_CPUS = 4.0

@@ -7,8 +7,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -192,13 +190,13 @@ def test_parquet_roundtrip_or_clear_error(two_worker_run: tuple[Path, Graph], tm
 
 @pytest.mark.skipif(not (DATA / "planetoid" / "Cora" / "raw").is_dir(),
                     reason=f"Cora raw files not under {DATA}/planetoid/Cora/raw")
-def test_export_embeddings_example_smoke(tmp_path: Path, joined_env: dict[str, str]) -> None:
-    env = {**joined_env, "GNNTRAIN_DATA": str(DATA)}
-    proc = subprocess.run([sys.executable, str(REPO / "examples" / "export_embeddings.py"), "--smoke",
-                           "--root", str(tmp_path)], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    acc = re.search(r"test accuracy: ([0-9.]+)", proc.stdout)
-    assert acc, proc.stdout
+def test_export_embeddings_example_smoke(ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_examples import run_example
+
+    out = run_example("export_embeddings.py", DATA, tmp_path, monkeypatch, capsys, "--root", str(tmp_path))
+    acc = re.search(r"test accuracy: ([0-9.]+)", out)
+    assert acc, out
     assert float(acc.group(1)) > 1 / 7 + 0.1, "embeddings no better than chance on Cora's 7 classes"
 
 

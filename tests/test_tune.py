@@ -13,6 +13,7 @@ import torch
 import gnntrain
 from gnntrain.config import ConfigError, RunConfig, load_config
 from gnntrain.tune.space import parse_space, partition_settings
+from tests.conftest import SESSION_CPUS
 from tests.runtime.helpers import final_params
 from tests.runtime.test_failures import live_ray_leftovers
 from tests.test_accuracy_cora import cora_cfg
@@ -85,10 +86,11 @@ def test_unreported_metric_fails_naming_it(tmp_path: Path, data_root: Path) -> N
 def test_workers_beyond_the_clusters_cpus_fail_before_any_trial(ray_local: None, tmp_path: Path,
                                                                  data_root: Path) -> None:
     cfg = small_cora(tmp_path, data_root)
-    with pytest.raises(ConfigError, match="space key 'cluster.workers'=16.*8"):
-        gnntrain.sweep(cfg, {"cluster.workers": {"choice": [2, 16]}}, storage=tmp_path / "sweeps")
-    with pytest.raises(ConfigError, match="workers_per_trial=8"):
-        gnntrain.sweep(cfg, {"train.lr": 0.01}, workers_per_trial=8, storage=tmp_path / "sweeps")
+    many = 2 * SESSION_CPUS
+    with pytest.raises(ConfigError, match=f"space key 'cluster.workers'={many}.*{SESSION_CPUS}"):
+        gnntrain.sweep(cfg, {"cluster.workers": {"choice": [2, many]}}, storage=tmp_path / "sweeps")
+    with pytest.raises(ConfigError, match=f"workers_per_trial={SESSION_CPUS}"):
+        gnntrain.sweep(cfg, {"train.lr": 0.01}, workers_per_trial=SESSION_CPUS, storage=tmp_path / "sweeps")
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "parts").exists()
 
 

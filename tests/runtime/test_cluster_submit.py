@@ -119,7 +119,7 @@ def test_token_locked_head_refuses_strangers_and_runs_the_owners_job(tmp_path: P
     runs, marker = tmp_path / "runs", tmp_path / "stranger-ran"
     try:
         job_cmd = ["--", sys.executable, "-m", "gnntrain.run", "--config", "datasets/synthetic-tiny.yaml",
-                   "--workers", "2", "--address", "auto", "--no-progress", "--set", "train.epochs=1",
+                   "--workers", "1", "--address", "auto", "--no-progress", "--set", "train.epochs=1",
                    "--set", f"train.run_root={runs}", "--set", f"partition.root={tmp_path / 'parts'}"]
         submit = [RAY_BIN, "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", str(REPO)]
 

@@ -67,6 +67,50 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
         assert torch.equal(v, final_params(trial_summary)[k]), k
 
 
+class DriverGone(Exception):
+    """Stands for the sweep's driver dying while a trial runs."""
+
+
+def test_an_interrupted_trial_continues_from_its_checkpoint(ray_local: None, data_root: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainable of a restored sweep (:func:`gnntrain.tune.trial.run_trial`) finds its
+    trial's run directory with checkpoints and goes on from the last one: no epoch is trained
+    twice, and the trial ends with the parameters of an uninterrupted run of its config.
+    Tune's own restore of the experiment is the previous test's."""
+    from ray import tune
+
+    from gnntrain.runtime.ray_group import GivenPlacement
+    from gnntrain.tune.trial import TrialShape, run_trial, trial_config
+
+    base = small_cora(tmp_path, data_root).with_overrides(["train.checkpoint_every=1"])
+    shape, spec = TrialShape(workers=1, cpus_per_worker=1.0, coordinator_cpus=0.0), {"train.lr": 0.02}
+    reported: list[int] = []
+
+    def report(metrics: dict[str, object], die_after: int | None = None) -> None:
+        reported.append(int(metrics["epoch"]))  # type: ignore[call-overload]
+        if reported[-1] == die_after:
+            raise DriverGone
+
+    monkeypatch.setattr(tune, "get_context", lambda: type("Ctx", (), {"get_trial_id": lambda self: "t0"})())
+    monkeypatch.setattr(GivenPlacement, "current", classmethod(lambda cls, first_bundle=1: None))
+    trial = {"base": base.model_dump(mode="json"), "shape": shape, "sweep_dir": str(tmp_path / "sweep"),
+             "metric": "val_acc"}
+    monkeypatch.setattr(tune, "report", lambda m: report(m, die_after=2))
+    with pytest.raises(DriverGone):
+        run_trial(spec, **trial)
+    assert reported == [1, 2]
+    monkeypatch.setattr(tune, "report", report)
+    run_trial(spec, **trial)
+    assert reported == [1, 2, 3, 4]  # epochs 3 and 4 only: the first two came from the checkpoint
+    run_dir = tmp_path / "sweep" / "runs" / "t0"
+    assert [json.loads(ln)["epoch"] for ln in (run_dir / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2, 3]
+
+    resumed = json.loads((run_dir / "summary.json").read_text())
+    plain = gnntrain.fit(trial_config(base, spec, shape), progress=False)
+    for k, v in final_params(plain.summary).items():
+        assert torch.equal(v, final_params(resumed)[k]), k
+
+
 def test_unknown_key_in_space_fails_naming_it(tmp_path: Path, data_root: Path) -> None:
     with pytest.raises(ConfigError, match="train.lrr"):
         gnntrain.sweep(small_cora(tmp_path, data_root), {"train.lrr": {"loguniform": [1e-3, 1e-1]}},

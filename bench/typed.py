@@ -32,6 +32,11 @@ one-process model's gap of the means to the reference and each worker run's gap 
 model's one-process run, with standard errors (one seed's difference is mostly the seed:
 1 point is 6-10 test nodes here).
 
+Evaluation time: per run, the median seconds of one evaluation of every node (our
+layer-wise inference; the reference's no-grad full-batch forward pass), one process against
+the reference (target: at most 3x), Ray workers against the run's training seconds per
+epoch.
+
 Test accuracy at the epoch with the best validation accuracy (evaluated every 5 epochs),
 with the published supervised HAN Micro-F1 beside it (ACM 85.11, DBLP 90.16; HeCo paper,
 Table 3). Exit status 1 when a correctness check fails (``bench.harness.verdict``): every run
@@ -110,7 +115,7 @@ def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
         return h
 
     best: tuple[float, float, int] = (-1.0, 0.0, 0)
-    losses = []
+    losses, forward_s = [], []
     t0 = time.perf_counter()
     for epoch in range(cfg.train.epochs):
         convs.train()
@@ -123,13 +128,16 @@ def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
         losses.append(float(loss.detach()))
         if (epoch + 1) % cfg.train.eval_every == 0 or epoch == cfg.train.epochs - 1:
             convs.eval()
+            t1 = time.perf_counter()
             with torch.no_grad():
                 pred = forward(False).argmax(1)
+            forward_s.append(time.perf_counter() - t1)
             acc = {s: float((pred[i] == y[i]).float().mean()) for s, i in split.items()}
             if acc["val"] > best[0]:
                 best = (acc["val"], acc["test"], epoch)
     return {"best_val_acc": best[0], "test_at_best_val": best[1], "best_epoch": best[2],
-            "loss_first": losses[0], "loss_last": losses[-1], "seconds": time.perf_counter() - t0}
+            "loss_first": losses[0], "loss_last": losses[-1], "seconds": time.perf_counter() - t0,
+            "eval_s": float(np.median(forward_s))}
 
 
 def ours(cfg: RunConfig, graph: Graph, workers: int) -> dict[str, Any]:
@@ -142,7 +150,26 @@ def ours(cfg: RunConfig, graph: Graph, workers: int) -> dict[str, Any]:
     return {"best_val_acc": best["val_acc"], "test_at_best_val": best["test_acc"],
             "best_epoch": best["epoch"], "loss_first": eps[0]["loss"], "loss_last": eps[-1]["loss"],
             "seconds": time.perf_counter() - t0,
+            "eval_s": float(np.median([e["eval_s"] for e in eps if "eval_s" in e])),
+            "train_epoch_s": float(np.median([e["epoch_s"] for e in eps])),
             "bytes_per_epoch": s["bytes_per_epoch_by_category"]}
+
+
+def evaluation_lines(name: str, rows: list[dict[str, Any]]) -> None:
+    """Per run, the median seconds of one evaluation of every node: in one process against
+    the reference's full-batch forward pass (target: at most 3x), with Ray workers against
+    the run's own training seconds per epoch."""
+    ref = next((r for r in rows if r["run"] == "pyg full-batch R-GCN"), None)
+    for r in rows:
+        if r["run"] == "pyg full-batch R-GCN" or "eval_s" not in r:
+            continue
+        if "Ray workers" in r["run"]:
+            what = f"training {r['train_epoch_s']:.2f} s an epoch"
+        elif ref is not None:
+            what = f"{r['eval_s'] / ref['eval_s']:.1f}x the PyG full-batch forward ({ref['eval_s']:.2f} s; target <= 3x)"
+        else:
+            what = "no reference run"
+        print(f"{name:<18} {r['run']:<34} evaluation {r['eval_s']:.2f} s: {what}", flush=True)
 
 
 def partition_rows(name: str, cfg: RunConfig, graph: Graph,
@@ -301,6 +328,7 @@ def run_dataset(name: str, smoke: bool, tag: str, reference: bool = True,
     sage = bench_config(f"{name}.yaml", [*base, "cluster.workers=1", "partition.parts=1",
                                          "model.arch=sage", "model.options={}"], tag)
     add("ours, GraphSAGE (types ignored)", ours(sage, graph, 1))
+    evaluation_lines(name, [r for r in rows if "run" in r])
     return rows, checks
 
 

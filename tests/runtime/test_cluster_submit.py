@@ -36,15 +36,18 @@ def _free_port() -> int:
 
 
 def _stop_head(temp_dir: str, head: subprocess.Popen[str]) -> None:
-    """Stop only the processes of the head this test started (never a bare `ray stop`)."""
-    try:
-        os.killpg(head.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
+    """Stop only the processes of the head this test started (never a bare `ray stop`):
+    SIGTERM to ``ray start --block``, which stops its raylet, GCS and dashboard and exits
+    within seconds (SIGTERM to the whole process group instead leaves it waiting on its
+    children for about half a minute); what is left after 20 s is killed."""
+    head.terminate()
     try:
         head.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
+        try:
+            os.killpg(head.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     for p in psutil.process_iter(["cmdline"]):
         try:
             if temp_dir in " ".join(p.info["cmdline"] or []):

@@ -8,19 +8,18 @@ PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
 
 # Python writes each module's .pyc the first time a process imports it, whatever the
 # environment says (PYTHONDONTWRITEBYTECODE is often set on CI machines): the suite starts
-# hundreds of processes that import torch and PyG, and without cached bytecode every one of
-# them would compile both from source. Compiling on first import compiles only what is
-# imported, once: less than byte-compiling all of site-packages at install.
+# hundreds of processes that import torch, PyG and Ray, and without cached bytecode every
+# one of them would compile those from source. At install two processes, one per core,
+# import what a worker and a test process import, which compiles and caches just that
+# (about 10 s; byte-compiling all of site-packages took about 30 s).
 unexport PYTHONDONTWRITEBYTECODE
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PIP_INSTALL) --no-compile torch==2.13.0 -e '.[test]'
-	touch $@
-
-# The documentation site's packages, on top (make docs only).
-$(VENV)/.docs-installed: $(VENV)/.installed
-	$(PIP_INSTALL) --no-compile -e '.[test,docs]'
+	$(PIP_INSTALL) --no-compile torch==2.13.0 -e '.[test,docs]'
+	$(PY) -c 'import torch_geometric, torch._inductor, gnntrain.api, gnntrain.runtime.coordinator, gnntrain.runtime.worker' & \
+	  pid=$$!; $(PY) -c 'import ray.tune, ray._private.workers.default_worker, numba, pandas, scipy.sparse, pyarrow, s3fs, moto, sklearn, xdist' \
+	  && wait $$pid
 	touch $@
 
 # Real datasets for the test suite, the demo and the smoke benchmark: $GNNTRAIN_DATA if
@@ -48,7 +47,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy gnntrain partition samplers bench examples docs/hooks
 
 # The site goes to build/site (git-ignored); nothing is fetched from the network.
-docs: $(VENV)/.docs-installed
+docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench-smoke: $(VENV)/.installed

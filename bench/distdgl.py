@@ -147,7 +147,7 @@ def run_distdgl(python: str, cfg: RunConfig, graph: Graph, epochs: int,
     settings = {"epochs": epochs, "fanouts": list(cfg.sampler.fanouts),
                 "batch_size": cfg.sampler.batch_size, "hidden": cfg.model.hidden,
                 "layers": cfg.model.layers, "dropout": cfg.model.dropout, "lr": cfg.train.lr,
-                "seed": cfg.train.seed, "eval_every": cfg.train.eval_every, "timeout_s": timeout_s,
+                "seed": cfg.train.seed, "eval_every": cfg.with_eval_every_for(graph.num_nodes).train.eval_interval(), "timeout_s": timeout_s,
                 "machines": cfg.cluster.workers}
     load0 = loadavg()
     try:

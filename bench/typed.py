@@ -115,6 +115,7 @@ def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
         return h
 
     best: tuple[float, float, int] = (-1.0, 0.0, 0)
+    every = cfg.with_eval_every_for(n).train.eval_interval()  # as our run evaluates
     losses, forward_s = [], []
     t0 = time.perf_counter()
     for epoch in range(cfg.train.epochs):
@@ -126,7 +127,7 @@ def pyg_reference(cfg: RunConfig, graph: Graph) -> dict[str, Any]:
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-        if (epoch + 1) % cfg.train.eval_every == 0 or epoch == cfg.train.epochs - 1:
+        if (epoch + 1) % every == 0 or epoch == cfg.train.epochs - 1:
             convs.eval()
             t1 = time.perf_counter()
             with torch.no_grad():

@@ -357,3 +357,82 @@ def accept_moves(node: np.ndarray, target: np.ndarray, gain: np.ndarray, parts: 
 def seed_random(seed: int) -> None:  # pragma: no cover - compiled
     """Seed the random stream compiled kernels draw from (numba keeps its own)."""
     np.random.seed(seed)
+
+
+@njit(cache=True, nogil=True)
+def rebalance(xadj: np.ndarray, adjncy: np.ndarray, parts: np.ndarray, weights: np.ndarray, k: int,
+              allowed: np.ndarray, max_rounds: int) -> int:  # pragma: no cover - compiled
+    """Move nodes out of parts above a constraint's ``allowed`` load, in place; the moves made.
+
+    Each round takes the most overloaded (part ``p``, constraint ``c``) by load / allowed,
+    scores every node of ``p`` with weight in ``c`` by its best part ``q`` that has room for
+    all of the node's weights (gain: edges to ``q`` minus edges to ``p``, so boundary nodes
+    that mostly connect elsewhere go first), and moves them best gain first, each move
+    checked against the loads as they are then, until ``p`` is within ``allowed[c]``. No move
+    takes a part above an allowed load, so constraints already met stay met. Stops when
+    every load is allowed, no node can move, or after ``max_rounds`` rounds."""
+    n, c_count = weights.shape
+    load = np.zeros((k, c_count), dtype=np.float64)
+    for v in range(n):
+        for c in range(c_count):
+            load[parts[v], c] += weights[v, c]
+    conn = np.zeros(k, dtype=np.int64)
+    moved = 0
+    for _ in range(max_rounds):
+        worst, p, c = 1.0, -1, -1
+        for q in range(k):
+            for j in range(c_count):
+                r = load[q, j] / allowed[j]
+                if r > worst + 1e-12:
+                    worst, p, c = r, q, j
+        if p < 0:
+            break
+        cand = np.flatnonzero((parts == p) & (weights[:, c] > 0))
+        gains = np.full(cand.shape[0], -np.inf)
+        for i in range(cand.shape[0]):
+            v = cand[i]
+            for e in range(xadj[v], xadj[v + 1]):
+                conn[parts[adjncy[e]]] += 1
+            for q in range(k):
+                if q == p:
+                    continue
+                fits = True
+                for j in range(c_count):
+                    if load[q, j] + weights[v, j] > allowed[j]:
+                        fits = False
+                        break
+                if fits and conn[q] - conn[p] > gains[i]:
+                    gains[i] = conn[q] - conn[p]
+            for e in range(xadj[v], xadj[v + 1]):
+                conn[parts[adjncy[e]]] = 0
+        order = np.argsort(-gains, kind="mergesort")
+        before = moved
+        for i in order:
+            if load[p, c] <= allowed[c] or gains[i] == -np.inf:
+                break
+            v = cand[i]
+            for e in range(xadj[v], xadj[v + 1]):
+                conn[parts[adjncy[e]]] += 1
+            best_q, best_gain = -1, -np.inf
+            for q in range(k):
+                if q == p:
+                    continue
+                fits = True
+                for j in range(c_count):
+                    if load[q, j] + weights[v, j] > allowed[j]:
+                        fits = False
+                        break
+                if fits and conn[q] - conn[p] > best_gain:
+                    best_q, best_gain = q, conn[q] - conn[p]
+            for e in range(xadj[v], xadj[v + 1]):
+                conn[parts[adjncy[e]]] = 0
+            if best_q < 0:
+                continue
+            for j in range(c_count):
+                load[p, j] -= weights[v, j]
+                load[best_q, j] += weights[v, j]
+            parts[v] = best_q
+            moved += 1
+        if moved == before:
+            break
+    return moved

@@ -318,3 +318,31 @@ def test_a_dataset_without_features_needs_a_node_embedding() -> None:
     with pytest.raises(ValueError, match=r"model.node_embedding=null: the dataset has no node features"):
         bare.model.input_dim(0)
     assert bare.model.input_dim(7) == 7
+
+
+def test_eval_every_auto_evaluates_every_epoch_unless_the_graph_is_large() -> None:
+    from gnntrain.config.run import LARGE_GRAPH_EVAL_EVERY, LARGE_GRAPH_NODES
+
+    cfg = load_config(DATASETS / "synthetic-tiny.yaml", overrides=["train.eval_every=auto"])
+    assert cfg.train.eval_every == "auto"
+    assert cfg.with_eval_every_for(LARGE_GRAPH_NODES).train.eval_every == 1
+    assert cfg.with_eval_every_for(LARGE_GRAPH_NODES + 1).train.eval_every == LARGE_GRAPH_EVAL_EVERY == 5
+    set_to_3 = cfg.with_overrides(["train.eval_every=3"])
+    assert set_to_3.with_eval_every_for(10**9).train.eval_every == 3  # a number is kept
+    with pytest.raises(ValueError, match="resolved by the run"):
+        cfg.train.eval_interval()
+    with pytest.raises(ConfigError, match="eval_every=0: must be an integer >= 1 or 'auto'"):
+        cfg.with_overrides(["train.eval_every=0"])
+    with pytest.raises(ConfigError, match="train.eval_every"):
+        cfg.with_overrides(["train.eval_every=sometimes"])
+
+
+def test_a_run_records_the_eval_every_it_used(tmp_path: Path) -> None:
+    from gnntrain.runtime.coordinator import run_training
+    from tests.conftest import make_graph
+    from tests.runtime.helpers import tiny_cfg
+
+    cfg = tiny_cfg(tmp_path, "train.epochs=1")
+    assert cfg.train.eval_every == "auto"  # the default
+    s = run_training(cfg, graph=make_graph(100), single_process=True, progress=False)
+    assert yaml.safe_load((Path(s["run_dir"]) / "config.yaml").read_text())["train"]["eval_every"] == 1

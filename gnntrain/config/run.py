@@ -138,13 +138,23 @@ class TaskConfig(Frozen):
 
 FeatureDtype = Literal["float32", "float16", "bfloat16", "int8"]
 
+LARGE_GRAPH_NODES = 1_000_000
+"""``train.eval_every: auto`` evaluates every epoch up to this many nodes, every
+:data:`LARGE_GRAPH_EVAL_EVERY` epochs above."""
+LARGE_GRAPH_EVAL_EVERY = 5
+
 
 class TrainConfig(Frozen):
     epochs: int = Field(10, ge=1)
     lr: float = Field(0.003, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     seed: int = 0
-    eval_every: int = Field(1, ge=1)
+    eval_every: int | Literal["auto"] = Field(
+        "auto", description="epochs between evaluations (the last epoch is always evaluated). "
+        "auto: every epoch on a graph of up to 1,000,000 nodes, every 5th epoch on a larger one "
+        "(an evaluation computes every node's rows, which on a large graph with few labelled nodes "
+        "costs more than an epoch of training; DistDGL's examples evaluate every 5th). The run "
+        "directory's config.yaml records the number a run used")
     eval: Literal["full", "sampled"] = "full"
     eval_max_nodes: int | None = Field(
         200_000, ge=1, description="sampled evaluation scores at most about this many nodes "
@@ -194,6 +204,21 @@ class TrainConfig(Frozen):
         "to fsspec as they are (e.g. endpoint_url of an on-premise S3, anon, profile): the store of "
         "the run directories has its own options, as partition.root has partition.storage_options. "
         "Secret-looking keys are never written to config.yaml, summary.json, checkpoints or logs")
+
+    @field_validator("eval_every")
+    @classmethod
+    def _eval_every(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"eval_every={v}: must be an integer >= 1 or 'auto'")
+        return v
+
+    def eval_interval(self) -> int:
+        """``eval_every`` as a number of epochs (a run resolves ``auto`` before it trains:
+        :meth:`RunConfig.with_eval_every_for`)."""
+        if not isinstance(self.eval_every, int):
+            raise ValueError("train.eval_every=auto is resolved by the run from the graph's size "
+                             "(RunConfig.with_eval_every_for) before training")
+        return self.eval_every
 
 
 class ClusterConfig(Frozen):
@@ -374,6 +399,15 @@ class RunConfig(Frozen):
             raise TypeError(f"overrides={overrides!r}: give a list of KEY=VALUE items, "
                             f"e.g. [{overrides!r}]")
         return load_config(raw=self.model_dump(mode="json"), overrides=list(overrides))
+
+    def with_eval_every_for(self, num_nodes: int) -> RunConfig:
+        """This config with ``train.eval_every: auto`` resolved for a graph of ``num_nodes``
+        nodes: 1 up to :data:`LARGE_GRAPH_NODES`, :data:`LARGE_GRAPH_EVAL_EVERY` above; a
+        number is kept."""
+        if isinstance(self.train.eval_every, int):
+            return self
+        every = 1 if num_nodes <= LARGE_GRAPH_NODES else LARGE_GRAPH_EVAL_EVERY
+        return self.model_copy(update={"train": self.train.model_copy(update={"eval_every": every})})
 
     def public_dump(self) -> dict[str, Any]:
         """The config as a run writes it (``config.yaml``, ``summary.json``): JSON values,

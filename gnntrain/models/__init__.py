@@ -9,12 +9,14 @@ from gnntrain.models.builtin import BlockGNN, GCNBlockConv
 from gnntrain.models.protocol import (
     BlockModel,
     BlockNeeds,
+    Encoder,
     LayerwiseModel,
     ModelFactory,
     ModelSpec,
     block_needs,
     flat_grads,
     has_layerwise,
+    input_encoder,
     needs_degrees,
     set_flat_grads,
 )
@@ -22,7 +24,7 @@ from gnntrain.models.pyg import PygLayers
 from gnntrain.models.registry import BUILTIN, build_model, resolve_factory
 
 __all__ = [
-    "BUILTIN", "BlockGNN", "BlockModel", "BlockNeeds", "LayerwiseModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
-    "block_needs", "build_model", "flat_grads", "has_layerwise", "import_object", "needs_degrees",
+    "BUILTIN", "BlockGNN", "BlockModel", "BlockNeeds", "Encoder", "LayerwiseModel", "GCNBlockConv", "ModelFactory", "ModelSpec", "PygLayers",
+    "block_needs", "build_model", "flat_grads", "has_layerwise", "import_object", "input_encoder", "needs_degrees",
     "resolve_factory", "set_flat_grads",
 ]

@@ -17,6 +17,13 @@ Optional, each detected with ``getattr``:
     output computed once per layer over all its in-neighbours, DGL's way) for evaluation,
     prediction and embedding export; any other model is evaluated with sampled
     neighbourhoods (the training fanouts) and the run says so.
+``encode(h, types) -> Tensor``
+    A row-wise input encoder (a projection of each node type's input rows to the hidden
+    width): ``forward`` applies it to ``x`` before layer 0, and layer-wise inference applies
+    it once to every node's input rows, so layer 0 and the rows it reads from other workers
+    are encoded rows. ``h`` may be narrower than the model's input width (the missing
+    columns are zeros: a node type's own columns only), ``types`` holds each row's node-type
+    index (None on an untyped graph).
 ``needs_degrees: bool``
     When true, every block carries ``src_deg`` (graph in-degrees of its src nodes; GCN's
     normalisation needs them).
@@ -57,10 +64,21 @@ class BlockModel(Protocol):
     def __call__(self, blocks: Sequence[Block], x: Tensor) -> Tensor: ...
 
 
+Encoder = Callable[[Tensor, Tensor | None], Tensor]
+"""A model's row-wise input encoder, ``encode(h, types)`` (module doc)."""
+
+
+def input_encoder(model: nn.Module) -> Encoder | None:
+    """The model's ``encode(h, types)``, or None when it has none."""
+    fn = getattr(model, "encode", None)
+    return fn if callable(fn) else None
+
+
 class LayerwiseModel(nn.Module):
     """Base for a model made of ``num_layers`` layers: subclasses implement
-    ``layer(i, block, h)``; ``forward`` applies layer ``i`` to block ``i`` in turn (so the
-    two agree by construction). Optional: a model may implement the protocol directly."""
+    ``layer(i, block, h)`` (and may implement ``encode(h, types)``); ``forward`` encodes
+    ``x`` and applies layer ``i`` to block ``i`` in turn (so the two agree by
+    construction). Optional: a model may implement the protocol directly."""
 
     num_layers: int
 
@@ -71,7 +89,8 @@ class LayerwiseModel(nn.Module):
         """Outputs for the seeds: ``blocks[-1].num_dst`` rows."""
         if len(blocks) != self.num_layers:
             raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
-        h = x
+        encode = input_encoder(self)
+        h = x if encode is None else encode(x, blocks[0].src_type)
         for i, block in enumerate(blocks):
             h = self.layer(i, block, h)
         return h

@@ -118,7 +118,8 @@ class TypeProjection(nn.Module):
     """One linear map per node type from the input rows to ``out_dim``, then ReLU (PyG's
     ``HeteroDictLinear``, DGL's per-type input linear): a node's row goes through its own
     type's weights. Rows are zero-padded to the widest type, so a type's padding columns
-    add nothing and get no gradient."""
+    add nothing and get no gradient; rows narrower than ``in_dim`` (a type's own columns,
+    as layer-wise inference reads them) meet only the weights of the columns they have."""
 
     def __init__(self, in_dim: int, out_dim: int, num_types: int) -> None:
         super().__init__()
@@ -130,10 +131,14 @@ class TypeProjection(nn.Module):
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, h: Tensor, types: Tensor) -> Tensor:
+        width = h.shape[1]
+        if width > self.weight.shape[1]:
+            raise ValueError(f"TypeProjection: rows of width {width}, wider than its input width "
+                             f"{self.weight.shape[1]}")
         out = h.new_empty((h.shape[0], self.weight.shape[2]))
         for t in torch.unique(types).tolist():
             mine = types == t
-            out[mine] = h[mine] @ self.weight[t] + self.bias[t]
+            out[mine] = h[mine] @ self.weight[t, :width] + self.bias[t]
         return torch.relu(out)
 
 
@@ -148,8 +153,8 @@ def projection_option(opts: dict[str, Any], arch: str) -> bool:
 
 class TypedStack(LayerwiseModel):
     """``model.layers`` typed layers with ReLU and dropout between them, after a
-    :class:`TypeProjection` of the input rows to ``model.hidden`` unless
-    ``model.options.input_projection`` is false; reads node types."""
+    :class:`TypeProjection` of the input rows to ``model.hidden`` (the model's ``encode``)
+    unless ``model.options.input_projection`` is false; reads node types."""
 
     needs_node_types = True
 
@@ -161,17 +166,23 @@ class TypedStack(LayerwiseModel):
         projection per node type (``self.num_node_types``, set first) when ``project``."""
         self.num_layers = cfg.layers
         self.dropout = cfg.dropout
+        self.in_dim = in_dim
         self.project = TypeProjection(in_dim, cfg.hidden, self.num_node_types) if project else None
         first = cfg.hidden if project else in_dim
         dims = [first] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
         self.convs = nn.ModuleList(make(dims[i], dims[i + 1]) for i in range(cfg.layers))
 
+    def encode(self, h: Tensor, types: Tensor | None) -> Tensor:
+        """Layer 0's input rows: the projection of each row by its node type's weights, or
+        (without projection) the rows zero-padded to the model's input width."""
+        if self.project is None:
+            return h if h.shape[1] == self.in_dim else nn.functional.pad(h, (0, self.in_dim - h.shape[1]))
+        if types is None:
+            raise ValueError(f"{type(self).__name__} needs the node type of the block's nodes "
+                             "(Block.src_type); train it on a typed dataset")
+        return self.project(h, types)
+
     def layer(self, i: int, block: Block, h: Tensor) -> Tensor:
-        if i == 0 and self.project is not None:  # row-wise: layer-wise inference stays exact
-            if block.src_type is None:
-                raise ValueError(f"{type(self).__name__} needs the node type of the block's nodes "
-                                 "(Block.src_type); train it on a typed dataset")
-            h = self.project(h, block.src_type)
         out = self.convs[i](block, h)
         if i < self.num_layers - 1:
             out = relu_dropout(out, self.dropout, self.training)

@@ -217,6 +217,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
     best_key = f"val_{task.metric}"
     best, since_best = best_so_far(run.metrics() if run is not None else [], best_key)  # on resume
     patience = cfg.train.patience
+    eval_every = cfg.with_eval_every_for(group.num_nodes).train.eval_interval()
     if patience is not None and since_best >= patience:  # resumed after stopping early
         return res
     bar = tqdm(range(start_epoch, cfg.train.epochs), desc="epochs", disable=not progress,
@@ -229,7 +230,7 @@ def fit(cfg: RunConfig, group: WorkerGroup, run: RunDir | None, task: Task, *,
         rec = epoch_record(epoch, results, group.world, time.perf_counter() - t0, task)
         add_control(rec["comm"], *group.take_control())
         last = epoch == cfg.train.epochs - 1
-        if (epoch + 1) % cfg.train.eval_every == 0 or last:
+        if (epoch + 1) % eval_every == 0 or last:
             t1 = time.perf_counter()
             rec.update(split_metrics(task, evaluate(group, task, epoch, mode, progress)))
             rec["eval_mode"] = mode

@@ -18,14 +18,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from gnntrain.engine import layer_forward, mix_seed
-from gnntrain.models import block_needs
+from gnntrain.models import Encoder, block_needs, input_encoder
 from gnntrain.precision import resolve_precision
 from gnntrain.predict.format import write_shard
 from gnntrain.runtime.codec import decode
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
+from partition.feature_rows import TypedRows
 
 
 class Evaluator:
@@ -54,12 +56,48 @@ class Evaluator:
 
     def begin(self) -> None:
         """Layer 0's rows of every owned node: the features, combined with the node
-        embedding's rows where the model has one."""
-        x = np.array(self.access.part.x, dtype=np.float32)  # writable padded copy (of the mmap or per-type rows)
+        embedding's rows where the model has one, and encoded by the model's input encoder
+        (``encode``) where it has one."""
+        encode = input_encoder(self.model)
+        x = self.access.part.x
+        if encode is not None and isinstance(x, TypedRows) and self.access.embedding is None:
+            self.hidden = {0: self._encode_by_type(encode, x)}
+            return
+        x = np.array(x, dtype=np.float32)  # writable padded copy (of the mmap or per-type rows)
         emb = self.access.embedding
         if emb is not None:
             x = emb.combine(torch.from_numpy(x), torch.from_numpy(emb.shard.table)).numpy()
+        if encode is not None:
+            a = self.access
+            types = torch.from_numpy(a.reader.node_types(np.arange(a.start, a.start + a.n_owned)))
+            x = self._encode(encode, torch.from_numpy(x), types)
         self.hidden = {0: x}
+
+    def _encode(self, encode: Encoder, x: Tensor, types: Tensor) -> np.ndarray:
+        """``encode(x, types)`` in eval mode, without gradients, under the run's precision;
+        float32 rows."""
+        self.model.eval()
+        device = next(self.model.parameters()).device
+        with torch.no_grad(), self.precision.autocast():
+            out = encode(x.to(device), types.to(device))
+        return np.ascontiguousarray(out.to("cpu", torch.float32).numpy())
+
+    def _encode_by_type(self, encode: Encoder, x: TypedRows) -> np.ndarray:
+        """The encoded rows of every owned node, each type's rows read at the type's own
+        width: no row padded to the widest type is built."""
+        out: np.ndarray | None = None
+        for t, table in enumerate(x.tables):
+            rows = np.flatnonzero(x.row_type == t)
+            if not rows.size:
+                continue
+            enc = self._encode(encode, torch.from_numpy(np.ascontiguousarray(table)),  # rows in row order
+                               torch.full((rows.size,), t, dtype=torch.int64))
+            if out is None:
+                out = np.empty((len(x), enc.shape[1]), dtype=np.float32)
+            out[rows] = enc
+        if out is None:
+            raise ValueError("Evaluator: the part has no rows to encode")
+        return out
 
     def layer(self, layer: int) -> None:
         """Layer ``layer`` over all in-neighbours for every owned node."""
@@ -115,7 +153,7 @@ class Evaluator:
     def rows(self, what: str, layer: int) -> np.ndarray:
         """What ``gnntrain.predict --what WHAT`` writes for every owned node (row ``i`` =
         local node ``i``): ``embeddings`` are the rows after layer ``layer`` (layer 0: the
-        model's input rows, with a node embedding), ``node_embedding`` the learned table's
+        model's input rows, with a node embedding, after its input encoder), ``node_embedding`` the learned table's
         rows; anything else goes through :meth:`Task.predict` on the last layer's outputs."""
         emb = self.access.embedding
         if what == "node_embedding":

@@ -50,6 +50,11 @@ class WorkerGroup(ABC):
         return [i.train_examples for i in self.infos]
 
     @property
+    def num_nodes(self) -> int:
+        """Nodes of the graph: every worker's part together."""
+        return sum(i.owned_nodes for i in self.infos)
+
+    @property
     def layerwise(self) -> bool:
         return all(i.layerwise for i in self.infos)
 

@@ -74,6 +74,8 @@ class WorkerInfo:
     num_layers: int
     threads: int = 1
     """torch's intra-op threads in the worker's process."""
+    owned_nodes: int = 0
+    """Nodes of the worker's part."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,7 +108,7 @@ class Worker:
         layerwise = has_layerwise(self.model)
         return WorkerInfo(self.task.num_train_examples(self.access.part), layerwise,
                           int(self.model.num_layers) if layerwise else 0,  # type: ignore[arg-type]
-                          torch.get_num_threads())
+                          torch.get_num_threads(), self.access.n_owned)
 
     def setup_cache(self) -> dict[str, Any]:
         return self.access.setup_cache(self.task)

@@ -90,7 +90,7 @@ def test_rgcn_layerwise_equals_forward_and_relations_matter() -> None:
     x = torch.from_numpy(GRAPH.x)
     with torch.no_grad():
         full = model([block, block], x)
-        step = model.layer(1, block, model.layer(0, block, x))
+        step = model.layer(1, block, model.layer(0, block, model.encode(x, types)))
         torch.testing.assert_close(full, step)
         shuffled = Block(ei, n, n, block.indptr, None, (types + 1) % 4)
         assert not torch.allclose(model([shuffled, shuffled], x), full)
@@ -186,7 +186,8 @@ def test_rgcn_layer_equals_pyg_rgcnconv() -> None:
 
 def test_type_projection_equals_pyg_heterodictlinear_on_each_types_own_columns() -> None:
     """Each node's padded row through its type's weights equals PyG's ``HeteroDictLinear``
-    on the type's own (unpadded) features, then ReLU; the first R-GCN layer then reads
+    on the type's own (unpadded) features, then ReLU, and so does the type's own unpadded
+    row (what layer-wise inference encodes); the first R-GCN layer then reads
     ``model.hidden``-wide rows, and without the projection the raw rows."""
     from torch_geometric.nn import HeteroDictLinear
 
@@ -217,6 +218,9 @@ def test_type_projection_equals_pyg_heterodictlinear_on_each_types_own_columns()
             torch.testing.assert_close(got[lo:hi], torch.relu(want[t]))
         else:  # a featureless type's zero rows: its bias alone
             torch.testing.assert_close(got[lo:hi], torch.relu(ours.bias[i]).expand(hi - lo, -1))
+        # layer-wise inference encodes each type's rows at the type's own width (no padding)
+        own = x[lo:hi, :widths.get(t, 0)]
+        torch.testing.assert_close(ours(own, types[lo:hi]), got[lo:hi])
     cfg = typed_cfg(Path("."))
     on = build_model("rgcn", cfg.model, GRAPH.num_features, GRAPH.num_classes, 0)
     off = build_model("rgcn", cfg.model.model_copy(update={"options": {**cfg.model.options,

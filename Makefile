@@ -9,16 +9,19 @@ PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
 # Python writes each module's .pyc the first time a process imports it, whatever the
 # environment says (PYTHONDONTWRITEBYTECODE is often set on CI machines): the suite starts
 # hundreds of processes that import torch, PyG and Ray, and without cached bytecode every
-# one of them would compile those from source. At install two processes, one per core,
-# import what a worker and a test process import, which compiles and caches just that
-# (about 10 s; byte-compiling all of site-packages took about 30 s).
+# one of them would compile those from source. At install, one process per core compiles
+# what a worker and a test process import (torch and PyG by importing them; Ray whole, as
+# every Ray node's agents import modules of their own), about 15 s; byte-compiling all of
+# site-packages took about 30 s.
 unexport PYTHONDONTWRITEBYTECODE
+PURELIB = $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP_INSTALL) --no-compile torch==2.13.0 -e '.[test,docs]'
 	$(PY) -c 'import torch_geometric, torch._inductor, gnntrain.api, gnntrain.runtime.coordinator, gnntrain.runtime.worker' & \
-	  pid=$$!; $(PY) -c 'import ray.tune, ray._private.workers.default_worker, numba, pandas, scipy.sparse, pyarrow, s3fs, moto, sklearn, xdist' \
+	  pid=$$!; $(PY) -m compileall -q -j 0 $(PURELIB)/ray > /dev/null \
+	  && $(PY) -c 'import ray.tune, numba, pandas, scipy.sparse, pyarrow, s3fs, moto, sklearn, xdist' \
 	  && wait $$pid
 	touch $@
 

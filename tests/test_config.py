@@ -337,12 +337,22 @@ def test_eval_every_auto_evaluates_every_epoch_unless_the_graph_is_large() -> No
         cfg.with_overrides(["train.eval_every=sometimes"])
 
 
-def test_a_run_records_the_eval_every_it_used(tmp_path: Path) -> None:
+def test_auto_evaluation_interval_follows_the_graphs_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default (auto) evaluates every epoch of a small graph and every 5th epoch (and
+    the last) of one above LARGE_GRAPH_NODES, here lowered to 50 nodes."""
+    import json
+
     from gnntrain.runtime.coordinator import run_training
     from tests.conftest import make_graph
     from tests.runtime.helpers import tiny_cfg
 
-    cfg = tiny_cfg(tmp_path, "train.epochs=1")
-    assert cfg.train.eval_every == "auto"  # the default
-    s = run_training(cfg, graph=make_graph(100), single_process=True, progress=False)
-    assert yaml.safe_load((Path(s["run_dir"]) / "config.yaml").read_text())["train"]["eval_every"] == 1
+    def evaluated(root: Path) -> list[int]:
+        cfg = tiny_cfg(root, "train.epochs=6")
+        assert cfg.train.eval_every == "auto"  # the default
+        s = run_training(cfg, graph=make_graph(100), single_process=True, progress=False)
+        return [r["epoch"] for r in map(json.loads, (Path(s["run_dir"]) / "metrics.jsonl").open())
+                if "val_acc" in r]
+
+    assert evaluated(tmp_path / "small") == [0, 1, 2, 3, 4, 5]
+    monkeypatch.setattr("gnntrain.config.run.LARGE_GRAPH_NODES", 50)
+    assert evaluated(tmp_path / "large") == [4, 5]

@@ -153,8 +153,8 @@ class TrainConfig(Frozen):
         "auto", description="epochs between evaluations (the last epoch is always evaluated). "
         "auto: every epoch on a graph of up to 1,000,000 nodes, every 5th epoch on a larger one "
         "(an evaluation computes every node's rows, which on a large graph with few labelled nodes "
-        "costs more than an epoch of training; DistDGL's examples evaluate every 5th). The run "
-        "directory's config.yaml records the number a run used")
+        "costs more than an epoch of training; DistDGL's examples evaluate every 5th); "
+        "metrics.jsonl shows which epochs were evaluated")
     eval: Literal["full", "sampled"] = "full"
     eval_max_nodes: int | None = Field(
         200_000, ge=1, description="sampled evaluation scores at most about this many nodes "
@@ -213,8 +213,8 @@ class TrainConfig(Frozen):
         return v
 
     def eval_interval(self) -> int:
-        """``eval_every`` as a number of epochs (a run resolves ``auto`` before it trains:
-        :meth:`RunConfig.with_eval_every_for`)."""
+        """``eval_every`` as a number of epochs (a run resolves ``auto`` from its graph's
+        size before it trains: :meth:`RunConfig.with_eval_every_for`)."""
         if not isinstance(self.eval_every, int):
             raise ValueError("train.eval_every=auto is resolved by the run from the graph's size "
                              "(RunConfig.with_eval_every_for) before training")

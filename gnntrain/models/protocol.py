@@ -23,7 +23,9 @@ Optional, each detected with ``getattr``:
     it once to every node's input rows, so layer 0 and the rows it reads from other workers
     are encoded rows. ``h`` may be narrower than the model's input width (the missing
     columns are zeros: a node type's own columns only), ``types`` holds each row's node-type
-    index (None on an untyped graph).
+    index (None on an untyped graph). With ``accepts_sparse_input`` true, layer-wise
+    inference hands a sparse type's rows (at most :data:`SPARSE_INPUT_DENSITY` nonzero) as
+    one sparse CSR tensor of that type's rows.
 ``needs_degrees: bool``
     When true, every block carries ``src_deg`` (graph in-degrees of its src nodes; GCN's
     normalisation needs them).
@@ -64,6 +66,10 @@ class BlockModel(Protocol):
     def __call__(self, blocks: Sequence[Block], x: Tensor) -> Tensor: ...
 
 
+SPARSE_INPUT_DENSITY = 0.05
+"""Layer-wise inference encodes a node type's rows sparse when at most this fraction of
+them is nonzero and the model ``accepts_sparse_input``."""
+
 Encoder = Callable[[Tensor, Tensor | None], Tensor]
 """A model's row-wise input encoder, ``encode(h, types)`` (module doc)."""
 
@@ -72,6 +78,11 @@ def input_encoder(model: nn.Module) -> Encoder | None:
     """The model's ``encode(h, types)``, or None when it has none."""
     fn = getattr(model, "encode", None)
     return fn if callable(fn) else None
+
+
+def accepts_sparse_input(model: nn.Module) -> bool:
+    """True when the model's ``encode`` takes one type's rows as a sparse CSR tensor."""
+    return bool(getattr(model, "accepts_sparse_input", False))
 
 
 class LayerwiseModel(nn.Module):

@@ -119,7 +119,9 @@ class TypeProjection(nn.Module):
     ``HeteroDictLinear``, DGL's per-type input linear): a node's row goes through its own
     type's weights. Rows are zero-padded to the widest type, so a type's padding columns
     add nothing and get no gradient; rows narrower than ``in_dim`` (a type's own columns,
-    as layer-wise inference reads them) meet only the weights of the columns they have."""
+    as layer-wise inference reads them) meet only the weights of the columns they have, and
+    one type's rows may come as a sparse CSR tensor (a wide bag-of-words type: one sparse
+    product instead of a dense one over its zeros)."""
 
     def __init__(self, in_dim: int, out_dim: int, num_types: int) -> None:
         super().__init__()
@@ -135,6 +137,13 @@ class TypeProjection(nn.Module):
         if width > self.weight.shape[1]:
             raise ValueError(f"TypeProjection: rows of width {width}, wider than its input width "
                              f"{self.weight.shape[1]}")
+        if h.layout == torch.sparse_csr:  # one type's rows, kept sparse (layer-wise inference)
+            t = int(types[0]) if types.numel() else 0
+            if types.numel() and bool((types != t).any()):
+                raise ValueError("TypeProjection: sparse input rows must all be of one node type")
+            with torch.autocast(h.device.type, enabled=False):  # sparse products run in float32
+                dense = torch.sparse.mm(h, self.weight[t, :width].float())
+            return torch.relu(dense + self.bias[t])
         out = h.new_empty((h.shape[0], self.weight.shape[2]))
         for t in torch.unique(types).tolist():
             mine = types == t
@@ -159,6 +168,11 @@ class TypedStack(LayerwiseModel):
     needs_node_types = True
 
     num_node_types: int
+
+    @property
+    def accepts_sparse_input(self) -> bool:
+        """``encode`` takes one type's rows as a sparse CSR tensor (with the projection)."""
+        return self.project is not None
 
     def stack(self, cfg: ModelConfig, in_dim: int, out_dim: int, project: bool,
               make: Callable[[int, int], nn.Module]) -> None:

@@ -84,7 +84,6 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     # a chunked dataset is only opened (manifest): the Ray pipeline partitions it
     data = _open_dataset(cfg, single_process, task, graph)
     graph = data if isinstance(data, Graph) else None
-    cfg = cfg.with_eval_every_for(data.num_nodes)  # config.yaml records the number used
     console.print(f"{'loaded' if graph is not None else 'opened chunks of'} {data.name}: "
                   f"{data.num_nodes:,} nodes, {data.num_edges:,} edges, "
                   f"{data.num_features} features, {data.num_classes} classes")

@@ -13,15 +13,23 @@ directory, keyed by original node ids; the layout is documented in :mod:`gnntrai
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse
 import torch
 from torch import Tensor
 
 from gnntrain.engine import layer_forward, mix_seed
-from gnntrain.models import Encoder, block_needs, input_encoder
+from gnntrain.models import (
+    SPARSE_INPUT_DENSITY,
+    Encoder,
+    accepts_sparse_input,
+    block_needs,
+    input_encoder,
+)
 from gnntrain.precision import resolve_precision
 from gnntrain.predict.format import write_shard
 from gnntrain.runtime.codec import decode
@@ -40,6 +48,7 @@ class Evaluator:
         self.precision = resolve_precision(access.cfg.train.precision, access.device)
         self.hidden: dict[int, np.ndarray] = {}
         self._halo_local: np.ndarray | None = None
+        self._sparse_inputs: dict[int, Tensor | None] = {}
 
     def _local_indices(self) -> np.ndarray:
         """Neighbour ids renumbered: owned rows first, then the halo in sorted order."""
@@ -84,13 +93,14 @@ class Evaluator:
 
     def _encode_by_type(self, encode: Encoder, x: TypedRows) -> np.ndarray:
         """The encoded rows of every owned node, each type's rows read at the type's own
-        width: no row padded to the widest type is built."""
+        width (as a sparse CSR tensor where the type is sparse and the model takes it): no
+        row padded to the widest type is built."""
         out: np.ndarray | None = None
         for t, table in enumerate(x.tables):
             rows = np.flatnonzero(x.row_type == t)
             if not rows.size:
                 continue
-            enc = self._encode(encode, torch.from_numpy(np.ascontiguousarray(table)),  # rows in row order
+            enc = self._encode(encode, self._type_input(t, table),  # the type's rows in row order
                                torch.full((rows.size,), t, dtype=torch.int64))
             if out is None:
                 out = np.empty((len(x), enc.shape[1]), dtype=np.float32)
@@ -98,6 +108,24 @@ class Evaluator:
         if out is None:
             raise ValueError("Evaluator: the part has no rows to encode")
         return out
+
+    def _type_input(self, t: int, table: np.ndarray) -> Tensor:
+        """Type ``t``'s rows as the encoder reads them: a sparse CSR tensor (built once, the
+        part's features do not change) when at most :data:`SPARSE_INPUT_DENSITY` of them is
+        nonzero and the model takes sparse rows, else dense."""
+        if t not in self._sparse_inputs:
+            sparse = None
+            if accepts_sparse_input(self.model) and table.size and \
+                    np.count_nonzero(table) <= SPARSE_INPUT_DENSITY * table.size:
+                csr = scipy.sparse.csr_array(table)  # new arrays: the table may be a read-only map
+                with warnings.catch_warnings():  # torch calls its CSR tensors beta, once a process
+                    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                    sparse = torch.sparse_csr_tensor(
+                        torch.from_numpy(csr.indptr.astype(np.int64)), torch.from_numpy(csr.indices.astype(np.int64)),
+                        torch.from_numpy(csr.data), size=table.shape)
+            self._sparse_inputs[t] = sparse
+        cached = self._sparse_inputs[t]
+        return cached if cached is not None else torch.from_numpy(np.array(table, dtype=np.float32))
 
     def layer(self, layer: int) -> None:
         """Layer ``layer`` over all in-neighbours for every owned node."""

@@ -14,8 +14,10 @@ from gnntrain.config import RunConfig, SyntheticHeteroConfig, load_config
 from gnntrain.data.hetero import to_training_graph
 from gnntrain.data.hetero_synthetic import generate_hetero
 from gnntrain.models import build_model
+from gnntrain.precision import resolve_precision
 from gnntrain.runtime.coordinator import run_training
 from partition import build_partition_set, open_partition_set
+from partition.feature_rows import TypedRows
 from partition.graph import Graph
 from samplers import Block
 from tests.conftest import make_graph
@@ -228,3 +230,48 @@ def test_type_projection_equals_pyg_heterodictlinear_on_each_types_own_columns()
                       GRAPH.num_features, GRAPH.num_classes, 0)
     assert on.convs[0].bases.shape[1] == cfg.model.hidden and on.project is not None
     assert off.convs[0].bases.shape[1] == GRAPH.num_features and off.project is None
+
+
+def test_a_sparse_types_rows_project_as_their_dense_rows() -> None:
+    """One type's rows as a sparse CSR tensor (how layer-wise inference hands a wide
+    bag-of-words type to the projection) give the dense rows' projection; mixed types in a
+    sparse tensor are refused."""
+    from gnntrain.models.typed import TypeProjection
+
+    torch.manual_seed(0)
+    proj = TypeProjection(50, 8, 3)
+    dense = torch.zeros(40, 30)
+    dense[torch.arange(40), torch.randint(0, 30, (40,))] = 1.0  # one nonzero a row
+    one = torch.full((40,), 1, dtype=torch.int64)
+    with torch.no_grad():
+        torch.testing.assert_close(proj(dense.to_sparse_csr(), one), proj(dense, one))
+        with pytest.raises(ValueError, match="one node type"):
+            proj(dense.to_sparse_csr(), torch.arange(40) % 3)
+
+
+def test_layerwise_inference_encodes_a_sparse_type_sparse_and_equals_the_dense_path(tmp_path: Path) -> None:
+    """The evaluator keeps a sparse type's table as CSR (built once) and encodes from it; the
+    rows equal those encoded from the dense table."""
+    from gnntrain.models import SPARSE_INPUT_DENSITY
+    from gnntrain.runtime.evaluator import Evaluator
+
+    cfg = typed_cfg(tmp_path)
+    model = build_model("rgcn", cfg.model, GRAPH.num_features, GRAPH.num_classes, 0).eval()
+    types = GRAPH.node_types()
+    assert types is not None
+    tables = []
+    for t in range(len(GRAPH.node_type_names)):
+        rows = GRAPH.x[types == t]
+        sparse = np.zeros_like(rows)  # one value in 32: under SPARSE_INPUT_DENSITY
+        sparse[:, 0] = rows[:, 0] * (np.arange(rows.shape[0]) % 4 == 0)
+        tables.append(np.ascontiguousarray(sparse if t == 0 else rows))
+    x = TypedRows(tables, types, GRAPH.num_features)
+    assert np.count_nonzero(tables[0]) <= SPARSE_INPUT_DENSITY * tables[0].size
+    ev = Evaluator.__new__(Evaluator)  # the encoding alone: no part access needed
+    ev.model, ev._sparse_inputs = model, {}
+    ev.precision = resolve_precision("fp32", torch.device("cpu"))
+    got = ev._encode_by_type(model.encode, x)
+    assert ev._sparse_inputs[0] is not None and ev._sparse_inputs[0].layout == torch.sparse_csr
+    with torch.no_grad():
+        want = model.encode(torch.from_numpy(np.asarray(x)), torch.from_numpy(types))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)

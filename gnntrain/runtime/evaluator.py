@@ -122,7 +122,7 @@ class Evaluator:
                     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
                     sparse = torch.sparse_csr_tensor(
                         torch.from_numpy(csr.indptr.astype(np.int64)), torch.from_numpy(csr.indices.astype(np.int64)),
-                        torch.from_numpy(csr.data), size=table.shape)
+                        torch.from_numpy(csr.data), size=table.shape, check_invariants=True)
             self._sparse_inputs[t] = sparse
         cached = self._sparse_inputs[t]
         return cached if cached is not None else torch.from_numpy(np.array(table, dtype=np.float32))

@@ -7,22 +7,28 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(VENV)/bin/pip install --disable-pip-version-check -q
 
 # Python writes each module's .pyc the first time a process imports it, whatever the
-# environment says (PYTHONDONTWRITEBYTECODE is often set on CI machines): the suite starts
-# hundreds of processes that import torch, PyG and Ray, and without cached bytecode every
-# one of them would compile those from source. At install, one process per core compiles
-# what a worker and a test process import (torch and PyG by importing them; Ray whole, as
-# every Ray node's agents import modules of their own), about 15 s; byte-compiling all of
-# site-packages took about 30 s.
+# environment says (PYTHONDONTWRITEBYTECODE is often set on CI machines), and numba caches
+# each compiled kernel beside its module (cache=True): the suite starts hundreds of
+# processes that import torch, PyG and Ray and sample, and without both caches every one
+# of them would compile them again. At install, one process per core fills both: a
+# one-epoch run of the embedded default (torch, PyG, the sampler's kernels) and, beside
+# it, Ray byte-compiled whole (every Ray node's agents import modules of their own), the
+# other libraries imported and a 2-part partitioning (its kernels); about 20 s, where
+# byte-compiling all of site-packages took about 30 s and left the kernels to the suite.
 unexport PYTHONDONTWRITEBYTECODE
 PURELIB = $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+TINY := datasets/synthetic-tiny.yaml
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP_INSTALL) --no-compile torch==2.13.0 -e '.[test,docs]'
-	$(PY) -c 'import torch_geometric, torch._inductor, gnntrain.api, gnntrain.runtime.coordinator, gnntrain.runtime.worker' & \
-	  pid=$$!; $(PY) -m compileall -q -j 0 $(PURELIB)/ray > /dev/null \
-	  && $(PY) -c 'import ray.tune, numba, pandas, scipy.sparse, pyarrow, s3fs, moto, sklearn, xdist' \
-	  && wait $$pid
+	tmp=$$(mktemp -d) && ( \
+	  $(PY) -m gnntrain.run --config $(TINY) --single-process --no-progress --set train.epochs=1 \
+	    --set train.run_root=$$tmp/runs > /dev/null & pid=$$!; \
+	  $(PY) -m compileall -q -j 0 $(PURELIB)/ray > /dev/null \
+	  && $(PY) -c 'import ray.tune, pandas, pyarrow, s3fs, moto, sklearn, xdist' \
+	  && $(PY) -m partition --config $(TINY) --parts 2 --root $$tmp/parts --out $$tmp/report --no-plot > /dev/null \
+	  && wait $$pid ); status=$$?; rm -rf $$tmp; exit $$status
 	touch $@
 
 # Real datasets for the test suite, the demo and the smoke benchmark: $GNNTRAIN_DATA if

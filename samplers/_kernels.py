@@ -433,3 +433,43 @@ def _settle_numba() -> None:
 
 
 _settle_numba()
+
+
+@nb.njit(nogil=True, cache=True)
+def top_common_neighbours(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray, per: Int,
+                          sorted_keys: np.ndarray, n: Int, out: np.ndarray) -> None:  # pragma: no cover
+    """``out[i]`` = the ``per`` nodes with the most common neighbours with ``src[i]`` in the
+    CSR (undirected), none of them ``src[i]`` itself or a pair of ``sorted_keys`` (undirected
+    keys ``min * n + max``); ties go by a hash of the pair, so the same graph gives the same
+    nodes; -1 where the two-hop neighbourhood has fewer."""
+    count = np.zeros(n, dtype=np.int64)
+    seen = np.empty(n, dtype=np.int64)
+    for i in range(src.shape[0]):
+        s = src[i]
+        m = 0
+        for e in range(indptr[s], indptr[s + 1]):
+            u = indices[e]
+            for f in range(indptr[u], indptr[u + 1]):
+                w = indices[f]
+                if count[w] == 0:
+                    seen[m] = w
+                    m += 1
+                count[w] += 1
+        order = np.empty(m, dtype=np.int64)
+        rank = np.empty(m, dtype=np.int64)
+        k = 0
+        for j in range(m):
+            w = seen[j]
+            lo, hi = (s, w) if s < w else (w, s)
+            key = lo * n + hi
+            pos = np.searchsorted(sorted_keys, key)
+            if w != s and not (pos < sorted_keys.shape[0] and sorted_keys[pos] == key):
+                order[k] = w
+                # most common neighbours first, then a hash of the pair (31 bits)
+                rank[k] = -count[w] * (np.int64(1) << 31) + np.int64(_mix64(np.uint64(key)) >> np.uint64(33))
+                k += 1
+        best = np.argsort(rank[:k], kind="mergesort")
+        for j in range(per):
+            out[i, j] = order[best[j]] if j < k else -1
+        for j in range(m):
+            count[seen[j]] = 0

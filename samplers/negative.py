@@ -26,7 +26,10 @@ the next stream of the same hash, up to :data:`MAX_REDRAWS` times (what PyG's
 training edges' keys ``u * n + v`` (8 bytes per edge).
 
 Evaluation negatives (:func:`sample_non_edges`): random non-edges from a numpy generator,
-drawn once when a split is made.
+drawn once when a split is made; or, harder (:func:`common_neighbour_non_edges`, after
+HeaRT, Li et al. 2023), each positive's source paired with the non-neighbours that share
+the most neighbours with it in the training graph, which a model cannot rank low by
+structure alone.
 """
 
 from __future__ import annotations
@@ -177,3 +180,27 @@ def sample_non_edges(rng: np.random.Generator, src: np.ndarray, dst_range: tuple
             break
         dst[bad] = rng.integers(lo, hi, size=int(bad.sum()))
     return np.stack([src, dst], axis=1)
+
+
+def common_neighbour_non_edges(rng: np.random.Generator, src: np.ndarray, train_edges: np.ndarray,
+                               keys: np.ndarray, n: int, per: int) -> np.ndarray:
+    """``per`` pairs ``(src, w)`` [len(src) * per, 2] per given source: the nodes ``w`` with
+    the most common neighbours with the source in the undirected graph of ``train_edges``
+    [E, 2] (ties by a hash of the pair), none a self-loop or an edge of ``keys`` (undirected
+    keys ``min * n + max``, e.g. held-out positives); a source whose two-hop neighbourhood
+    holds fewer gets the rest uniform at random (:func:`sample_non_edges`)."""
+    from samplers._kernels import top_common_neighbours
+
+    e = np.asarray(train_edges, dtype=np.int64).reshape(-1, 2)
+    both = np.concatenate([e, e[:, ::-1]])
+    order = np.argsort(both[:, 0], kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(both[:, 0], minlength=n), out=indptr[1:])
+    src = np.asarray(src, dtype=np.int64)
+    out = np.empty((src.size, per), dtype=np.int64)
+    top_common_neighbours(indptr, np.ascontiguousarray(both[order, 1]), src, per, np.sort(keys), n, out)
+    dst = out.ravel()
+    short = dst < 0
+    if short.any():
+        dst[short] = sample_non_edges(rng, np.repeat(src, per)[short], (0, n), keys, n, 1)[:, 1]
+    return np.stack([np.repeat(src, per), dst], axis=1)

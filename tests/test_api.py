@@ -60,15 +60,16 @@ def test_keyword_overrides_are_config_keys(tmp_path: Path) -> None:
         resolve_config(base, workers=0)
 
 
-def test_fit_equals_the_cli_and_load_reads_it_back(tmp_path: Path) -> None:
-    """The same YAML trained by `python -m gnntrain.run` and by gnntrain.fit: the same
-    parameters; load() gives them back without Ray."""
+def test_fit_equals_the_cli_and_load_reads_it_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The same YAML trained by `python -m gnntrain.run` (its main, in this process) and by
+    gnntrain.fit: the same parameters; load() gives them back without Ray."""
+    from gnntrain.run import main as run_cli
+
     cfg_path = tiny_yaml(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "gnntrain.run", "--config", str(cfg_path),
-                          "--single-process", "--no-progress", "--set", "train.lr=0.02"],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["--config", str(cfg_path), "--single-process", "--no-progress", "--set", "train.lr=0.02"])
+    assert code == 0, capsys.readouterr().err[-3000:]
     (cli_dir,) = (tmp_path / "runs").iterdir()
     run = gnntrain.fit(str(cfg_path), single_process=True, progress=False, console=quiet(),
                        train__lr=0.02)

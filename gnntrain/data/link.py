@@ -46,7 +46,7 @@ from gnntrain.data.features import fallback_features
 from gnntrain.data.textio import read_table
 from partition.graph import Graph, csr_from_edges, unique_sorted
 from samplers.edge_keys import pair_keys, undirected_keys
-from samplers.negative import sample_non_edges
+from samplers.negative import common_neighbour_non_edges, sample_non_edges
 
 if TYPE_CHECKING:
     from gnntrain.config import LightGcnDataset, OgblDataset
@@ -357,7 +357,8 @@ def unique_rows(e: np.ndarray) -> np.ndarray:
 
 def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: int,
                       undirected: bool = True, keep_train_per_node: bool = True,
-                      shared_negatives: int = 0, per_positive: int = 0) -> EdgeSplit:
+                      shared_negatives: int = 0, per_positive: int = 0,
+                      common_neighbour_negatives: bool = False) -> EdgeSplit:
     """Split ``graph``'s edges at random (seeded): ``val_frac`` and ``test_frac`` of them
     (each undirected edge counted once, both directions in the same split) become
     validation and test positives; the rest train. With ``keep_train_per_node`` an edge is
@@ -369,10 +370,16 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     (every positive ranked against all of them: Hits@K); ``shared_negatives`` = N gives a
     shared set of N random pairs instead, sources uniform too (OGB-collab's 100,000 random
     pairs); ``per_positive`` = K gives each positive its own K (same source; OGB's MRR
-    protocol, ``neg_per_pos`` = K)."""
+    protocol, ``neg_per_pos`` = K), with ``common_neighbour_negatives`` the K non-neighbours
+    sharing the most neighbours with the source in the training edges (HeaRT's hard
+    negatives, :func:`samplers.negative.common_neighbour_non_edges`)."""
     if shared_negatives and per_positive:
         raise DataError(f"shared_negatives={shared_negatives} and per_positive={per_positive}: the "
                         "negatives are either one shared set or each positive's own, not both")
+    if common_neighbour_negatives and not (per_positive and undirected):
+        raise DataError(f"common_neighbour_negatives on a split with per_positive={per_positive}, "
+                        f"undirected={undirected}: they are each positive's own negatives of an "
+                        "undirected graph (per_positive >= 1)")
     if not (0 <= val_frac < 1 and 0 <= test_frac < 1 and val_frac + test_frac < 1):
         raise DataError(f"val_frac={val_frac}, test_frac={test_frac}: each must lie in [0, 1) "
                         "and their sum below 1 (the rest trains)")
@@ -402,8 +409,12 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     def sources(split: str) -> np.ndarray:
         return rng.integers(0, n, shared_negatives) if shared_negatives else edges[split][:, 0]
 
-    negs = {s: sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))
-            for s in EVAL_SPLITS}
+    if common_neighbour_negatives:
+        negs = {s: common_neighbour_non_edges(rng, edges[s][:, 0], edges["train"], all_keys, n, per_positive)
+                for s in EVAL_SPLITS}
+    else:
+        negs = {s: sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))
+                for s in EVAL_SPLITS}
     return EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
                      test=edges["test"], test_neg=negs["test"], undirected=undirected,
                      where=f"random split of {graph.name}", neg_per_pos=per_positive).check()

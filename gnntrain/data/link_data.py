@@ -39,6 +39,7 @@ class RandomSplit:
     keep_train_per_node: bool = True
     shared_negatives: int = 0
     per_positive: int = 0
+    common_neighbour_negatives: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ def load_link_data(dataset: DatasetConfig, graph: Graph | None = None,
         base = graph if graph is not None else load_dataset(dataset)
         split = random_edge_split(base, val_frac=r.val_frac, test_frac=r.test_frac, seed=r.seed,
                                   keep_train_per_node=r.keep_train_per_node,
-                                  shared_negatives=r.shared_negatives, per_positive=r.per_positive)
+                                  shared_negatives=r.shared_negatives, per_positive=r.per_positive,
+                                  common_neighbour_negatives=r.common_neighbour_negatives)
         if graph is not None or getattr(dataset, "features", "stored") is not None:
             x = base.x  # the source's own features
     g = message_passing_graph(split, dataset.name,

@@ -23,6 +23,7 @@ Decoder = Literal["dot", "mlp"]
 Loss = Literal["bce", "bpr"]
 Ranking = Literal["pairs", "items", "per_source"]
 Examples = Literal["directed", "undirected"]
+EvalNegatives = Literal["uniform", "common_neighbours"]
 DECODERS: tuple[str, ...] = get_args(Decoder)
 LOSSES: tuple[str, ...] = get_args(Loss)
 NEGATIVES: tuple[str, ...] = get_args(NegativeMode)
@@ -61,6 +62,12 @@ class LinkOptions(BaseModel):
                                "edge or a self-loop")
     eval_negatives: int = Field(0, ge=0, description="random split: evaluation negatives (0: "
                                 "one per held-out edge)")
+    eval_negatives_from: EvalNegatives = Field(
+        "uniform", description="random split with ranking: per_source: each positive's "
+        "eval_negatives drawn uniformly, or common_neighbours: the non-neighbours of its source "
+        "with the most common neighbours in the training edges (HeaRT's hard negatives, "
+        "Li et al. 2023; ties by a hash, the rest uniform where the two-hop neighbourhood is "
+        "smaller)")
 
     @model_validator(mode="after")
     def _consistent(self) -> LinkOptions:
@@ -69,6 +76,12 @@ class LinkOptions(BaseModel):
                              "negatives='in_batch' draws none (they are other positives' "
                              "destinations): use negatives uniform, uniform_pairs or degree, or "
                              "reject_edges: false")
+        if self.eval_negatives_from == "common_neighbours" and not (
+                self.ranking == "per_source" and self.eval_negatives > 0):
+            raise ValueError(f"{WHERE}.eval_negatives_from=common_neighbours: these are each "
+                             "positive's own negatives: set ranking: per_source and "
+                             f"eval_negatives >= 1 (now ranking={self.ranking!r}, "
+                             f"eval_negatives={self.eval_negatives})")
         if self.val_frac + self.test_frac >= 1.0:
             raise ValueError(f"{WHERE}.val_frac={self.val_frac} + test_frac={self.test_frac} = "
                              f"{self.val_frac + self.test_frac:g}: must be below 1 (the rest trains)")
@@ -94,7 +107,8 @@ class LinkOptions(BaseModel):
         return RandomSplit(val_frac=self.val_frac, test_frac=self.test_frac, seed=self.split_seed,
                            keep_train_per_node=self.keep_train_per_node,
                            shared_negatives=0 if own else self.eval_negatives,
-                           per_positive=self.eval_negatives if own else 0)
+                           per_positive=self.eval_negatives if own else 0,
+                           common_neighbour_negatives=self.eval_negatives_from == "common_neighbours")
 
 
 def _message(err: Any) -> str:

@@ -294,3 +294,53 @@ def test_random_split_negatives_shared_set_or_per_positive() -> None:
             assert (u, v) not in edges and u != v
     with pytest.raises(DataError, match="either one shared set or each positive's own"):
         random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, shared_negatives=5, per_positive=2)
+
+
+def _common_neighbours(train: np.ndarray, n: int, pairs: np.ndarray) -> np.ndarray:
+    adj = np.zeros((n, n), dtype=np.int64)
+    adj[train[:, 0], train[:, 1]] = adj[train[:, 1], train[:, 0]] = 1
+    return np.asarray((adj @ adj)[pairs[:, 0], pairs[:, 1]])
+
+
+def test_common_neighbour_negatives_are_the_hardest_non_edges_of_each_source() -> None:
+    """HeaRT-style negatives: each positive's K are non-edges from its source, as many common
+    neighbours in the training edges as any other non-edge of that source can have (checked
+    against a dense count), more than uniform ones on average, the same for the same seed; the
+    option needs per-positive negatives."""
+    g = make_graph(300, avg_degree=6, seed=3)
+    hard = random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, per_positive=5,
+                             common_neighbour_negatives=True)
+    uniform = random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, per_positive=5)
+    np.testing.assert_array_equal(hard.test, uniform.test)
+    assert hard.neg_per_pos == 5
+    np.testing.assert_array_equal(hard.test_neg[:, 0], np.repeat(hard.test[:, 0], 5))
+    edges = graph_pairs(g)
+    for u, v in np.concatenate([hard.val_neg, hard.test_neg]).tolist():
+        assert (u, v) not in edges and u != v
+    n = g.num_nodes
+    cn = _common_neighbours(hard.train, n, hard.test_neg).reshape(-1, 5)
+    everyone = np.stack([np.repeat(np.arange(n), n), np.tile(np.arange(n), n)], axis=1)
+    all_cn = _common_neighbours(hard.train, n, everyone).reshape(n, n)
+    for i, s in enumerate(hard.test[:, 0].tolist()):
+        allowed = np.array([w != s and (s, w) not in edges for w in range(n)])
+        best = np.sort(all_cn[s][allowed])[::-1][:5]
+        np.testing.assert_array_equal(np.sort(cn[i])[::-1], best)
+    assert cn.mean() > 2 * _common_neighbours(uniform.train, n, uniform.test_neg).mean()
+    again = random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, per_positive=5,
+                              common_neighbour_negatives=True)
+    np.testing.assert_array_equal(again.test_neg, hard.test_neg)
+    with pytest.raises(DataError, match="each positive's own negatives"):
+        random_edge_split(g, val_frac=0.1, test_frac=0.2, seed=7, common_neighbour_negatives=True)
+
+
+def test_common_neighbour_negatives_are_configured_per_source_only() -> None:
+    from gnntrain.tasks.link_options import LinkOptions
+
+    opts = LinkOptions.parse({"ranking": "per_source", "eval_negatives": 20,
+                              "eval_negatives_from": "common_neighbours"})
+    assert opts.random_split().common_neighbour_negatives and opts.random_split().per_positive == 20
+    with pytest.raises(ValueError, match="eval_negatives_from=common_neighbours: .*ranking: per_source"):
+        LinkOptions.parse({"eval_negatives_from": "common_neighbours", "eval_negatives": 20})
+    with pytest.raises(ValueError, match=r"eval_negatives_from='heart': expected one of \['uniform', "
+                                         r"'common_neighbours'\]"):
+        LinkOptions.parse({"eval_negatives_from": "heart"})

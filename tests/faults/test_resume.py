@@ -17,6 +17,7 @@ import yaml
 
 from gnntrain.checkpoint import list_checkpoints
 from gnntrain.config import load_config
+from gnntrain.run import main as run_cli
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.worker_pool import POOL
@@ -44,8 +45,8 @@ def write_cfg(tmp_path: Path, epochs: int = 4) -> Path:
     return p
 
 
-def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(tmp_path: Path,
-                                                                       joined_env: dict[str, str]) -> None:
+def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(
+        tmp_path: Path, joined_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     """SIGKILL the driver after 2 of 4 epochs and corrupt its newest checkpoint;
     `python -m gnntrain.run --resume` says it falls back to the previous checkpoint and
     finishes with the model and optimizer state, on both workers, of a run that was never
@@ -84,14 +85,14 @@ def test_kill_coordinator_then_resume_gives_the_uninterrupted_result(tmp_path: P
     assert 2 <= len(kept) < 40
     newest, previous = kept[-1], kept[-2]
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a torn file
-    # resume with the original epoch count (the killed run was told 40, resume says 4)
-    done = subprocess.run([sys.executable, "-m", "gnntrain.run", "--resume", str(run_dir), "--no-progress",
-                           "--set", "train.epochs=4"], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"checkpoint {newest} is unreadable" in done.stderr, done.stderr[-3000:]
-    assert f"falling back to {previous.name}" in done.stderr
-    said = "".join(done.stderr.split())  # the terminal output wraps long paths
+    # resume with the original epoch count (the killed run was told 40, resume says 4): the
+    # CLI's main in this process, on the session's Ray (its workers may serve the run)
+    capsys.readouterr()
+    assert run_cli(["--resume", str(run_dir), "--no-progress", "--set", "train.epochs=4"]) == 0
+    stderr = capsys.readouterr().err
+    assert f"checkpoint {newest} is unreadable" in stderr, stderr[-3000:]
+    assert f"falling back to {previous.name}" in stderr
+    said = "".join(stderr.split())  # the terminal output wraps long paths
     assert f"resuming{run_dir}afterepoch{int(previous.stem.split('-')[1])}" in said
     assert json.loads((run_dir / "summary.json").read_text())["epochs"] == 4
     epochs_logged = [json.loads(ln)["epoch"] for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -360,6 +360,30 @@ def seed_random(seed: int) -> None:  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _best_move(xadj: np.ndarray, adjncy: np.ndarray, parts: np.ndarray, weights: np.ndarray, load: np.ndarray,
+               allowed: np.ndarray, v: int, p: int, conn: np.ndarray) -> tuple[int, float]:  # pragma: no cover
+    """The part ``q != p`` with room for all of node ``v``'s weights where ``v`` has the most
+    edges, and the gain (edges to ``q`` minus edges to ``p``); (-1, -inf) when none has room.
+    ``conn`` (zeros, one per part) is left zeroed."""
+    for e in range(xadj[v], xadj[v + 1]):
+        conn[parts[adjncy[e]]] += 1
+    best_q, best_gain = -1, -np.inf
+    for q in range(load.shape[0]):
+        if q == p:
+            continue
+        fits = True
+        for j in range(load.shape[1]):
+            if load[q, j] + weights[v, j] > allowed[j]:
+                fits = False
+                break
+        if fits and conn[q] - conn[p] > best_gain:
+            best_q, best_gain = q, conn[q] - conn[p]
+    for e in range(xadj[v], xadj[v + 1]):
+        conn[parts[adjncy[e]]] = 0
+    return best_q, best_gain
+
+
+@njit(cache=True, nogil=True)
 def rebalance(xadj: np.ndarray, adjncy: np.ndarray, parts: np.ndarray, weights: np.ndarray, k: int,
               allowed: np.ndarray, max_rounds: int) -> int:  # pragma: no cover - compiled
     """Move nodes out of parts above a constraint's ``allowed`` load, in place; the moves made.
@@ -390,48 +414,20 @@ def rebalance(xadj: np.ndarray, adjncy: np.ndarray, parts: np.ndarray, weights: 
         cand = np.flatnonzero((parts == p) & (weights[:, c] > 0))
         gains = np.full(cand.shape[0], -np.inf)
         for i in range(cand.shape[0]):
-            v = cand[i]
-            for e in range(xadj[v], xadj[v + 1]):
-                conn[parts[adjncy[e]]] += 1
-            for q in range(k):
-                if q == p:
-                    continue
-                fits = True
-                for j in range(c_count):
-                    if load[q, j] + weights[v, j] > allowed[j]:
-                        fits = False
-                        break
-                if fits and conn[q] - conn[p] > gains[i]:
-                    gains[i] = conn[q] - conn[p]
-            for e in range(xadj[v], xadj[v + 1]):
-                conn[parts[adjncy[e]]] = 0
+            gains[i] = _best_move(xadj, adjncy, parts, weights, load, allowed, cand[i], p, conn)[1]
         order = np.argsort(-gains, kind="mergesort")
         before = moved
         for i in order:
             if load[p, c] <= allowed[c] or gains[i] == -np.inf:
                 break
             v = cand[i]
-            for e in range(xadj[v], xadj[v + 1]):
-                conn[parts[adjncy[e]]] += 1
-            best_q, best_gain = -1, -np.inf
-            for q in range(k):
-                if q == p:
-                    continue
-                fits = True
-                for j in range(c_count):
-                    if load[q, j] + weights[v, j] > allowed[j]:
-                        fits = False
-                        break
-                if fits and conn[q] - conn[p] > best_gain:
-                    best_q, best_gain = q, conn[q] - conn[p]
-            for e in range(xadj[v], xadj[v + 1]):
-                conn[parts[adjncy[e]]] = 0
-            if best_q < 0:
+            q, _gain = _best_move(xadj, adjncy, parts, weights, load, allowed, v, p, conn)
+            if q < 0:
                 continue
             for j in range(c_count):
                 load[p, j] -= weights[v, j]
-                load[best_q, j] += weights[v, j]
-            parts[v] = best_q
+                load[q, j] += weights[v, j]
+            parts[v] = q
             moved += 1
         if moved == before:
             break

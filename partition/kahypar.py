@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from partition.balance import SymmetricCSR, allowed_loads, symmetrize, vertex_weights
+from partition.balance import SymmetricCSR, allowed_loads, loads, symmetrize, vertex_weights
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
@@ -123,7 +123,7 @@ def mtkahypar_partition(sym: SymmetricCSR, node_weight: np.ndarray, cfg: Partiti
 def kahypar_parts(graph: Graph, cfg: PartitionConfig, rec: StepRecorder) -> np.ndarray:
     """Part of every node (original ids): Mt-KaHyPar on the combined weight, then the
     multi-constraint repair (module docstring)."""
-    from partition.multilevel import GraphBlocks, check_balance, loads, refine
+    from partition.multilevel import GraphBlocks, check_balance, refine
 
     if cfg.objective != "cut":
         raise PartitionError(f"partition.objective={cfg.objective!r}: method='kahypar' minimises the "

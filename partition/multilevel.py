@@ -42,7 +42,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from partition import _kernels
-from partition.balance import LDG_PASSES, SymmetricCSR, allowed_loads, metis_balanced
+from partition.balance import LDG_PASSES, SymmetricCSR, allowed_loads, loads, metis_balanced
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
@@ -122,11 +122,6 @@ class GraphBlocks:
 
     def call(self, fn: Callable[..., T], pieces: list[Any], *args: Any) -> T:
         return fn(pieces, *args)
-
-
-def loads(parts: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
-    """``[k, c]`` load of every part in every constraint (float64)."""
-    return np.stack([np.bincount(parts, weights=w[:, c], minlength=k) for c in range(w.shape[1])], axis=1)
 
 
 # ---- stream: parallel restreamed LDG ------------------------------------------------------

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from partition import PartitionConfig, PartitionError, assign_parts, build_partition_set
-from partition.balance import allowed_loads, symmetrize, vertex_weights
+from partition.balance import allowed_loads, loads, symmetrize, vertex_weights
 from partition.graph import Graph
 from partition.methods import random_parts
-from partition.multilevel import loads
 from partition.report import quality_report
 from tests.partition.conftest import planted_blocks
 

@@ -36,7 +36,8 @@ recovery that leaks a process shows as extra ones); no worker process left 30 s 
 run; memory flat: within every worker group of 7 or more epochs (the epochs one set of
 worker processes trained; every recovery starts all workers afresh, so a ratio across
 groups would compare different processes), the averaged worker RSS of its last 3 epochs /
-that of its fourth (a fresh group's RSS climbs for its first three) < 1.05; at least one group must be measured. The table lists per
+that of its fourth (a fresh group's RSS climbs for its first three) < 1.05 (< 1.10 for
+``--smoke``: :data:`RSS_FLAT_SMOKE`); at least one group must be measured. The table lists per
 epoch the wall time since the run's start, worker RSS max / mean / avg (MiB), live workers
 and the fault injected in it; the failures list
 kind, rank, epoch, ``detect s`` (attempt start -> failure detected, ``after_s``) and
@@ -217,8 +218,16 @@ def report(rows: list[dict[str, Any]], faults: list[dict[str, Any]], failures: l
               f"{got.get('recovery_s', float('nan')):>10.1f}")
 
 
+RSS_FLAT = 1.05
+"""Bound of a worker group's RSS growth (last 3 epochs / its fourth) in a soak run."""
+RSS_FLAT_SMOKE = 1.10
+"""The same bound for ``--smoke``: its last group has 7 epochs of a 5,000-node graph, where
+the ratio reads 1.01-1.06 run to run on 2 cores with no leak (the same spread before and
+after a change); a leak of a part's features or of an epoch's batches shows far above it."""
+
+
 def checks(cfg: RunConfig, s: dict[str, Any] | None, faults: list[dict[str, Any]], rows: list[dict[str, Any]],
-           left: int, groups: list[float]) -> list[Check]:
+           left: int, groups: list[float], flat: float = RSS_FLAT) -> list[Check]:
     failures = (s or {}).get("failures") or []
     recovered = len(failures) == len(faults) and all(
         got.get("recovery_s") is not None and got.get("restart_from_epoch") == f["epoch"]
@@ -234,7 +243,7 @@ def checks(cfg: RunConfig, s: dict[str, Any] | None, faults: list[dict[str, Any]
               most <= cfg.cluster.workers, f"at most {most}"),
         check("no worker process left 30 s after the run", left == 0, f"{left} left"),
         check(f"worker memory flat in every worker group of {TAIL}+ epochs: averaged RSS of its last 3 epochs "
-              f"/ its epoch {WARMUP + 1} < 1.05", bool(groups) and max(groups) < 1.05,
+              f"/ its epoch {WARMUP + 1} < {flat:.2f}", bool(groups) and max(groups) < flat,
               f"per group {[round(g, 3) for g in groups]}" if groups else f"not measured (no group of {TAIL}+ epochs)"),
     ]
 
@@ -295,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         "failures": [{k: v for k, v in f.items() if k != "detail"} for f in failures],
         "workers_left": left, "rss_growth_per_group": groups,
         "loadavg_before": load0, "loadavg_after": load1}
-    status = finish("soak", checks(cfg, s, faults, rows, left, groups), out, out_path(tag))
+    status = finish("soak", checks(cfg, s, faults, rows, left, groups, RSS_FLAT_SMOKE if args.smoke else RSS_FLAT),
+                    out, out_path(tag))
     shutil.rmtree(root, ignore_errors=True)
     return status
 

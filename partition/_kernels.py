@@ -357,4 +357,3 @@ def accept_moves(node: np.ndarray, target: np.ndarray, gain: np.ndarray, parts: 
 def seed_random(seed: int) -> None:  # pragma: no cover - compiled
     """Seed the random stream compiled kernels draw from (numba keeps its own)."""
     np.random.seed(seed)
-

@@ -197,10 +197,11 @@ def common_neighbour_non_edges(rng: np.random.Generator, src: np.ndarray, train_
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(both[:, 0], minlength=n), out=indptr[1:])
     src = np.asarray(src, dtype=np.int64)
+    sorted_keys = np.sort(keys)  # once: the fill below takes them sorted as they are
     out = np.empty((src.size, per), dtype=np.int64)
-    top_common_neighbours(indptr, np.ascontiguousarray(both[order, 1]), src, per, np.sort(keys), n, out)
+    top_common_neighbours(indptr, np.ascontiguousarray(both[order, 1]), src, per, sorted_keys, n, out)
     dst = out.ravel()
     short = dst < 0
     if short.any():
-        dst[short] = sample_non_edges(rng, np.repeat(src, per)[short], (0, n), keys, n, 1)[:, 1]
+        dst[short] = sample_non_edges(rng, np.repeat(src, per)[short], (0, n), sorted_keys, n, 1)[:, 1]
     return np.stack([np.repeat(src, per), dst], axis=1)

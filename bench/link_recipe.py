@@ -4,6 +4,7 @@
     python -m bench.link_recipe                                   # GrQc, HepPh, CondMat; 5 seeds; 1 and 4 workers
     python -m bench.link_recipe --datasets grqc --seeds 5 --workers 1
     python -m bench.link_recipe --datasets hepph --no-reference   # ours only
+    python -m bench.link_recipe --datasets hepph --first-seed 5   # seeds 5-9: more seeds for a table
     python -m bench.link_recipe --datasets grqc --set task.options.exclude_targets=true   # a variant
     python -m bench.link_recipe --smoke                           # a small synthetic graph, 2 seeds, 1 process
 
@@ -66,11 +67,12 @@ def ours(cfg: RunConfig, workers: int) -> dict[str, Any]:
 
 
 def run_dataset(name: str, yaml: str, seeds: int, workers: tuple[int, ...], reference: bool,
-                smoke: bool, variant: list[str]) -> tuple[dict[str, Any], list[Check]]:
+                smoke: bool, variant: list[str], first_seed: int | None = None) -> tuple[dict[str, Any], list[Check]]:
     from gnntrain.runtime.cluster import ray_session
     from gnntrain.runtime.worker_pool import reuse_workers
 
-    base = [*(SMOKE if smoke else []), "cluster.workers=1", "partition.parts=1"]
+    base = [*(SMOKE if smoke else []), "cluster.workers=1", "partition.parts=1",
+            *([] if first_seed is None else [f"train.seed={first_seed}"])]
     cfg0 = bench_config(yaml, base, "link_recipe")
     runs: dict[str, list[dict[str, Any]]] = {}
     checks: list[Check] = []
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated subset of {list(DATASETS)}")
     ap.add_argument("--workers", default="1,4", help="comma-separated worker counts of ours (1 = one process)")
     ap.add_argument("--no-reference", action="store_true", help="ours only")
+    ap.add_argument("--first-seed", type=int, default=None, metavar="N",
+                    help="seeds N..N+seeds-1 a side (default: the config's train.seed on)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for ours (not the reference): a variant of the shipped recipe")
     args = ap.parse_args(argv)
@@ -146,11 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     checks: list[Check] = []
     for name in names:
         res, c = run_dataset("smoke" if args.smoke else name, DATASETS[name], args.seeds, workers, not args.no_reference, args.smoke,
-                             args.set)
+                             args.set, args.first_seed)
         out["datasets"].append(res)
         checks += c
     out["loadavg_after"] = os.getloadavg()[0]
-    tag = "link_recipe-smoke" if args.smoke else "link_recipe-" + "-".join(names)
+    tag = "link_recipe-smoke" if args.smoke else "link_recipe-" + "-".join(names) + (
+        f"-from-seed-{args.first_seed}" if args.first_seed is not None else "")
     return finish("link_recipe", checks, out, out_path(tag))
 
 

@@ -29,6 +29,7 @@ def small_cora(tmp: Path, data_root: Path) -> RunConfig:
 
 def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: Path, tmp_path: Path) -> None:
     cfg = small_cora(tmp_path, data_root)
+    started = worker_actors_started()
     # a learning rate of 1e-5 learns nothing in 4 epochs: ASHA has a poor trial to stop
     space = {"train.lr": {"grid_search": [0.02, 0.01, 1e-5, 2e-5]}}
     # one trial at a time, the good learning rates first: ASHA has their first-epoch results
@@ -38,6 +39,9 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
                             cpus_per_worker=0.5, coordinator_cpus=0.5, max_concurrent_trials=1,
                             storage=tmp_path / "sweeps", name="lr")
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}, "a trial left actors or groups"
+    # Tune reused a trial actor for the next trial, and the actor its two workers: fewer
+    # than the 4 x 2 worker actors of four fresh trials were started
+    assert worker_actors_started() - started < 8, worker_actors_started() - started
     assert len(result.trials) == 4
     assert all(not t.stopped.startswith("error") for t in result.trials), [t.stopped for t in result.trials]
     stopped = [t for t in result.trials if t.stopped == "stopped by ASHA"]
@@ -65,6 +69,13 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
     assert plain.summary["final"] == trial_summary["final"]
     for k, v in final_params(plain.summary).items():
         assert torch.equal(v, final_params(trial_summary)[k]), k
+
+
+def worker_actors_started() -> int:
+    """The worker actors the connected Ray has started so far, dead or alive."""
+    from ray._private import state
+
+    return sum(1 for a in state.actors().values() if a["ActorClassName"] == "GnnWorker")
 
 
 class DriverGone(Exception):

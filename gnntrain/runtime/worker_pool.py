@@ -7,11 +7,15 @@ that ends cleanly is not killed: its actors leave their process group, drop thei
 model, and wait, with their placement group, for the next run on the same Ray connection
 with the same shape (worker count, CPUs and GPUs of each worker, runtime environment),
 which loads its own config and part into them. Ray Tune's ``reuse_actors`` does the same
-for trainables.
+for trainables, and a sweep's trial actor, reused by Tune for the next trial of the same
+resources, keeps its group in the trial's placement group for that trial
+(:meth:`WorkerPool.hold`).
 
 - A group that failed or was interrupted is always killed, never kept. A group placed
   on given nodes (a recovery's) is kept like any other; a recovery takes a kept group
-  only when its ranks sit on the nodes the recovery asks for.
+  only when its ranks sit on the nodes the recovery asks for. A group in a placement
+  group made by someone else (a Tune trial's) is taken only by a run in that same
+  placement group, and releasing it leaves the placement group to its owner.
 - Idle groups hold their placement group's CPUs and GPUs: a group of another shape that
   needs them releases idle groups first (oldest first), and leaving the outermost block
   releases all of them. Another driver on the same cluster, or Ray tasks this driver
@@ -30,10 +34,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-GroupKey = tuple[str, str, int, tuple[float, ...], float, str, str]
+GroupKey = tuple[str, str, int, tuple[float, ...], float, str, str, str]
 """What a kept group must match: Ray's GCS address and this driver's job id, the worker
-count, each worker's CPUs, the GPUs per worker, the runtime environment (JSON) and the
-actor class (module and name)."""
+count, each worker's CPUs, the GPUs per worker, the runtime environment (JSON), the
+actor class (module and name) and the given placement group's id ('' for a group that
+places itself)."""
 
 
 @dataclass
@@ -42,7 +47,7 @@ class IdleGroup:
 
     key: GroupKey
     actors: list[Any]
-    pg: Any
+    pg: Any  # None in a placement group made by someone else
     pids: list[int]
     nodes: list[str]  # the node of every rank
 
@@ -55,14 +60,16 @@ class IdleGroup:
         return self.key[4] * self.key[2]
 
 
-def group_key(world: int, cpus: list[float], gpus: float, runtime_env: dict[str, Any], actor: type) -> GroupKey:
+def group_key(world: int, cpus: list[float], gpus: float, runtime_env: dict[str, Any], actor: type,
+              given_pg: str = "") -> GroupKey:
     """The key of a group of ``world`` actors of class ``actor`` with ``cpus[r]`` CPUs and
-    ``gpus`` GPUs each, on the Ray this driver is connected to."""
+    ``gpus`` GPUs each, on the Ray this driver is connected to, in the placement group
+    ``given_pg`` (its id) made by someone else, or ('') in one of its own."""
     import ray
 
     ctx = ray.get_runtime_context()
     return (str(ctx.gcs_address), str(ctx.get_job_id()), world, tuple(float(c) for c in cpus), float(gpus),
-            json.dumps(runtime_env, sort_keys=True), f"{actor.__module__}.{actor.__qualname__}")
+            json.dumps(runtime_env, sort_keys=True), f"{actor.__module__}.{actor.__qualname__}", given_pg)
 
 
 def kill_group(actors: list[Any], pg: Any) -> None:
@@ -87,11 +94,21 @@ class WorkerPool:
 
     def __init__(self) -> None:
         self.depth = 0
+        self.held = False
         self.idle: list[IdleGroup] = []
 
     @property
     def active(self) -> bool:
         return self.depth > 0
+
+    def hold(self) -> None:
+        """Keep clean groups for the rest of this process's life, as if inside a
+        :func:`reuse_workers` block never left: for a Ray Tune trial actor, which Tune reuses
+        for the next trial of the same resources (``reuse_actors``) and otherwise ends, and
+        its kept workers with it (Ray ends an actor's actors with it). Idempotent."""
+        if not self.held:
+            self.held = True
+            self.depth += 1
 
     def _current(self) -> None:
         """Forget groups of another Ray connection (their handles are no longer valid)."""

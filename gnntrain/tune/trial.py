@@ -6,9 +6,12 @@ which runs the coordinator, and bundles 1..k for the k worker actors
 every CPU and GPU a trial uses. The run directory is ``<sweep>/runs/<trial id>``: a run
 directory like any other (``gnntrain.load`` reads it). Each evaluated epoch is reported
 to Tune (:func:`tune_metrics`; the last one after the run has written its summary), so a
-scheduler (ASHA, median stopping) can end the trial;
-Tune then removes the placement group and ends the trial actor, and with them the
-workers. A trial restarted after the sweep's driver died continues its run directory from
+scheduler (ASHA, median stopping) can end the trial.
+Tune reuses a trial's actor for the next trial of the same resources (``reuse_actors``):
+the actor keeps its placement group and its idle worker actors, which the next trial's run
+loads its own config and part into (:meth:`~gnntrain.runtime.worker_pool.WorkerPool.hold`);
+otherwise Tune ends the actor and removes the placement group, and the workers end with
+them. A trial restarted after the sweep's driver died continues its run directory from
 the last checkpoint (``train.checkpoint_every``).
 """
 
@@ -86,8 +89,12 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
     from gnntrain.checkpoint import list_checkpoints
     from gnntrain.rundir import RunDir
     from gnntrain.runtime.ray_group import GivenPlacement
+    from gnntrain.runtime.worker_pool import POOL
 
     cfg = trial_config(load_config(raw=base), spec, shape)
+    placement = GivenPlacement.current()
+    if placement is not None:  # a trial actor: Tune reuses it, with its workers, for the next trial
+        POOL.hold()
     run_dir = Path(sweep_dir) / "runs" / tune.get_context().get_trial_id()
     resume = None
     if (run_dir / "config.yaml").is_file() and list_checkpoints(RunDir(run_dir)):
@@ -98,8 +105,7 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
         if metric in rec and not last:  # the last one once the run directory is complete
             tune.report(tune_metrics(rec))
 
-    train(cfg, run_dir=run_dir, resume=resume, progress=False, placement=GivenPlacement.current(),
-          on_epoch=report)
+    train(cfg, run_dir=run_dir, resume=resume, progress=False, placement=placement, on_epoch=report)
     evaluated = [r for r in RunDir(run_dir).metrics() if metric in r]
     if evaluated:  # a scheduler that stops the trial now stops a finished run
         tune.report(tune_metrics(evaluated[-1]))

@@ -171,7 +171,7 @@ def _run(cfg: RunConfig, space: dict[str, Any], shape: TrialShape, sweep_dir: Pa
             trainable, param_space=space,
             tune_config=tune.TuneConfig(metric=metric, mode=mode, num_samples=num_samples,
                                         scheduler=_make_scheduler(scheduler, epochs, grace_period),
-                                        max_concurrent_trials=max_concurrent, reuse_actors=False),
+                                        max_concurrent_trials=max_concurrent, reuse_actors=True),
             run_config=tune.RunConfig(name=sweep_dir.name, storage_path=str(sweep_dir.parent), verbose=verbose))
     return tuner.fit()
 

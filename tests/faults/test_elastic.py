@@ -28,7 +28,7 @@ from tests.conftest import REPO, make_graph
 
 GRAPH_NODES, GRAPH_SEED = 450, 7
 WORKERS = 3
-REPLACE_S = 5.0
+REPLACE_S = 2.0
 DRILL_LIMIT_S = 420  # the drill takes about 70 s on 2 cores
 # pytest-timeout's limit above the drill's own: past DRILL_LIMIT_S spawn_drill stops the
 # drill and its cluster and fails the tests with the drill's log

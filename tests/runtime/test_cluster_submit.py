@@ -165,7 +165,9 @@ for session in range(2):  # the second instance reuses the process's token (Ray 
         out[f"mode{session}"] = os.environ.get("RAY_AUTH_MODE")
         out[f"worker{session}"] = ray.get(ray.remote(lambda: os.environ.get("RAY_AUTH_MODE")).remote())
         if session == 0:
+            # no token; one connection try (Ray retries a refused GCS connection for 20 s)
             env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+            env["RAY_gcs_server_port_wait_time_s"] = "1"
             gcs = ray.get_runtime_context().gcs_address
             joined = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address={gcs!r}); print('JOINED')"],
                                     env=env, capture_output=True, text=True, timeout=120)

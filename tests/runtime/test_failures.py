@@ -56,7 +56,7 @@ def live_ray_leftovers(timeout_s: float = 20.0) -> dict[str, list[str]]:
 
     deadline = time.monotonic() + timeout_s
     kept_actors = {a._actor_id.hex() for g in POOL.idle for a in g.actors}
-    kept_pgs = {g.pg.id.hex() for g in POOL.idle}
+    kept_pgs = {g.pg.id.hex() for g in POOL.idle if g.pg is not None}
     while True:
         actors = [f"{a['ActorClassName']} {a['State']}" for a in state.actors().values()
                   if a["ActorClassName"] == "GnnWorker" and a["State"] != "DEAD"

@@ -50,8 +50,9 @@ class GivenPlacement:
     """A placement group made by someone else, whose bundles ``first_bundle ..
     first_bundle + k - 1`` hold the k workers (each rank takes its bundle's CPUs and
     GPUs). A Ray Tune trial's: bundle 0 runs the trial (the coordinator), 1..k the
-    workers. The group places its actors there and never removes the placement group,
-    nor keeps the actors for reuse."""
+    workers. The group places its actors there and never removes the placement group;
+    kept for reuse (:mod:`~gnntrain.runtime.worker_pool`), its actors serve only a later run
+    in the same placement group."""
 
     pg: Any
     first_bundle: int = 1
@@ -104,11 +105,12 @@ class RayGroup(WorkerGroup):
             cpus, gpus = self._resources(cfg, world, nodes)
         raw = cfg.model_dump(mode="json")
         env = worker_runtime_env()  # allocator settings; user code the driver imported
-        self.key = group_key(world, cpus, gpus, env, actor.WorkerActor)
+        self.key = group_key(world, cpus, gpus, env, actor.WorkerActor,
+                             "" if placement is None else placement.pg.id.hex())
         self.healthy = True  # False once a call failed or was interrupted: never kept then
         self.actors: list[Any] = []
         self.pg: Any = None
-        kept = POOL.take(self.key, nodes) if placement is None else None
+        kept = POOL.take(self.key, nodes)
         if kept is not None:
             self.pg, self.actors = kept.pg, kept.actors
             try:
@@ -303,7 +305,7 @@ class RayGroup(WorkerGroup):
         :func:`~gnntrain.runtime.worker_pool.reuse_workers`, keep a healthy group instead.
         A given placement group (:class:`GivenPlacement`) stays: its owner removes it."""
         actors, self.actors = self.actors, []
-        if self.healthy and POOL.active and actors and self.placement is None:
+        if self.healthy and POOL.active and actors:
             try:
                 pids = ray.get([a.release.remote() for a in actors], timeout=30)
             except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept

@@ -138,6 +138,31 @@ def test_unreported_metric_fails_naming_it(tmp_path: Path, data_root: Path) -> N
                       storage=tmp_path / "sweeps")
 
 
+def test_a_sweep_may_judge_every_figure_its_task_reports(tmp_path: Path) -> None:
+    """Link prediction reports Hits@K, MRR and AUC per split (``ranking: pairs``) and the
+    training batches' pair accuracy: each is a metric a sweep may judge, and a figure the
+    task does not report is refused naming them all."""
+    import numpy as np
+
+    from gnntrain.tasks.link import LinkPrediction
+    from gnntrain.tune.tuner import reported_metrics
+
+    task = LinkPrediction()
+    rng = np.random.default_rng(0)
+    assert tuple(task.metrics({"pos": rng.random(30), "neg": rng.random(90)})) == task.metric_names
+    train_state = {"correct": np.array([7]), "total": np.array([10])}
+    assert tuple(task.metrics(train_state)) == task.batch_metric_names
+    assert reported_metrics(task) == ["loss", "epoch_s", "val_hits", "val_mrr", "val_auc", "test_hits",
+                                      "test_mrr", "test_auc", "train_pair_acc_batches"]
+    assert reported_metrics(LinkPrediction(ranking="items"))[2:4] == ["val_recall", "val_ndcg"]
+    cfg = load_config(raw={"dataset": {"name": "t", "source": "synthetic"}, "task": {"kind": "link"},
+                           "train": {"run_root": str(tmp_path / "runs")},
+                           "partition": {"root": str(tmp_path / "parts")}})
+    with pytest.raises(ConfigError, match="metric='val_acc'.*val_hits, val_mrr, val_auc"):
+        gnntrain.sweep(cfg, {"train.lr": 0.01}, metric="val_acc", storage=tmp_path / "sweeps")
+    assert not (tmp_path / "sweeps").exists() and not (tmp_path / "parts").exists()
+
+
 def test_workers_beyond_the_clusters_cpus_fail_before_any_trial(ray_local: None, tmp_path: Path,
                                                                  data_root: Path) -> None:
     cfg = small_cora(tmp_path, data_root)

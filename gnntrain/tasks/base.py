@@ -108,6 +108,19 @@ class Task(ABC):
     metric: ClassVar[str]
     """The headline key of :meth:`metrics` (higher is better): reports show it per split."""
 
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The keys :meth:`metrics` gives for an evaluated split, the headline first; each
+        is logged per split (``val_<key>``, ``test_<key>``) and a sweep may judge any of
+        them. Default: the headline alone."""
+        return (self.metric,)
+
+    @property
+    def batch_metric_names(self) -> tuple[str, ...]:
+        """The keys :meth:`metrics` gives for the training batches' states, logged as
+        ``train_<key>_batches``. Default: the headline alone."""
+        return (self.metric,)
+
     @abstractmethod
     def out_dim(self, num_classes: int, hidden: int) -> int:
         """Width of the model's output rows."""

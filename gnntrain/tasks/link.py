@@ -145,6 +145,17 @@ class LinkPrediction(Task):
         return self.options.hits_k
 
     @property
+    def metric_names(self) -> tuple[str, ...]:
+        """What :func:`ranking.metrics` gives for this ranking protocol."""
+        return {"pairs": ("hits", "mrr", "auc"), "per_source": ("mrr",),
+                "items": ("recall", "ndcg")}[self.options.ranking]
+
+    @property
+    def batch_metric_names(self) -> tuple[str, ...]:
+        """Training batches are scored as pairs: the share ranked on the right side of 0."""
+        return ("pair_acc",)
+
+    @property
     def num_negatives(self) -> int:
         return self.options.num_negatives
 

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -34,15 +34,20 @@ from gnntrain.tune.summary import Sweep, print_sweep, summarise
 from gnntrain.tune.trial import TrialShape, run_trial, trial_config, trial_resources
 from partition.storage import is_remote
 
+if TYPE_CHECKING:
+    from gnntrain.tasks.base import Task
+
 __all__ = ["SCHEDULERS", "reported_metrics", "sweep"]
 
 SCHEDULERS = ("asha", "median", "fifo")
 """The schedulers named by a string: ASHA, median stopping, none (every trial runs to its end)."""
 
 
-def reported_metrics(metric_name: str) -> list[str]:
-    """The metrics a trial reports to Tune for a task whose metric is ``metric_name``."""
-    return ["loss", "epoch_s", f"val_{metric_name}", f"test_{metric_name}", f"train_{metric_name}_batches"]
+def reported_metrics(task: Task) -> list[str]:
+    """The metrics a trial of ``task`` reports to Tune: the loss, the epoch's seconds, every
+    figure of the evaluated splits and of the training batches."""
+    return ["loss", "epoch_s", *(f"{split}_{m}" for split in ("val", "test") for m in task.metric_names),
+            *(f"train_{m}_batches" for m in task.batch_metric_names)]
 
 
 def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_trial: int = 1,
@@ -86,9 +91,9 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
 
     task = build_task(cfg.task.kind, dict(cfg.task.options))
     metric = metric or f"val_{task.metric}"
-    if metric not in reported_metrics(task.metric):
+    if metric not in reported_metrics(task):
         raise ConfigError(f"metric={metric!r}: task {cfg.task.kind!r} does not report it; it reports "
-                          f"{', '.join(reported_metrics(task.metric))}")
+                          f"{', '.join(reported_metrics(task))}")
     if storage is None and is_remote(cfg.train.run_root):
         raise ConfigError(f"train.run_root={cfg.train.run_root!r}: a sweep keeps its trials in a local or "
                           "shared directory, not in an object store; give storage=DIR (--storage)")

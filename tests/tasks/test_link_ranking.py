@@ -174,6 +174,7 @@ def test_layerwise_item_ranking_over_parts_equals_reference(tmp_path: Path, spli
     whole = task.eval_state(Part.whole_graph(task.load_graph(parse_dataset(
         {"name": "cf", "source": "lightgcn", "path": str(tmp_path / "cf")}))), h, split)
     assert task.metrics(whole) == got  # one part or three: the same floats
+    assert tuple(got) == moved.metric_names  # what the task says it reports (a sweep's metrics)
 
 
 def test_item_ranking_needs_a_user_item_graph_and_layerwise_eval(tmp_path: Path) -> None:
@@ -267,6 +268,7 @@ def test_per_source_mrr_over_parts_and_sampled_equals_reference(tmp_path: Path, 
     got = moved.metrics(moved.merge(layerwise))
     assert got["mrr"] == pytest.approx(want, abs=1e-12)
     assert moved.metrics(moved.merge(sampled[::-1]))["mrr"] == got["mrr"]  # bit-exact
+    assert tuple(got) == moved.metric_names
     assert 0.05 < want < 0.95
 
 

@@ -416,25 +416,6 @@ def _identity(x: Int) -> Int:
     return x
 
 
-def _settle_numba() -> None:
-    """Finish numba's set-up in the importing thread, before any thread calls a kernel.
-
-    Numba sets its CPU target up on the first call of any kernel in a process, and that
-    registers more argument types with the ``functools.singledispatch`` function which
-    types every call's arguments. A second thread typing its own first call at that
-    moment fails with "dictionary changed size during iteration" (a worker's sampling and
-    peer-serving threads meeting their first kernel at once). One call here does the
-    set-up at import; typing each argument class the kernels take then puts it in
-    singledispatch's cache, so later calls only read it."""
-    _identity(np.int64(0))
-    for value in (np.empty(0, np.int64), np.int64(0), np.uint64(0), np.int32(0), np.float32(0), np.float64(0),
-                  np.bool_(False), 0, 0.0, True):
-        nb.typeof(value)
-
-
-_settle_numba()
-
-
 @nb.njit(nogil=True, cache=True)
 def top_common_neighbours(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray, per: Int,
                           sorted_keys: np.ndarray, n: Int, out: np.ndarray) -> None:  # pragma: no cover
@@ -473,3 +454,23 @@ def top_common_neighbours(indptr: np.ndarray, indices: np.ndarray, src: np.ndarr
             out[i, j] = order[best[j]] if j < k else -1
         for j in range(m):
             count[seen[j]] = 0
+
+
+def _settle_numba() -> None:
+    """Finish numba's set-up in the importing thread, before any thread calls a kernel.
+
+    Numba sets its CPU target up on the first call of any kernel in a process, and that
+    registers more argument types with the ``functools.singledispatch`` function which
+    types every call's arguments. A second thread typing its own first call at that
+    moment fails with "dictionary changed size during iteration" (a worker's sampling and
+    peer-serving threads meeting their first kernel at once). One call here does the
+    set-up at import; typing each argument class the kernels take then puts it in
+    singledispatch's cache, so later calls only read it."""
+    _identity(np.int64(0))
+    for value in (np.empty(0, np.int64), np.int64(0), np.uint64(0), np.int32(0), np.float32(0), np.float64(0),
+                  np.bool_(False), 0, 0.0, True):
+        nb.typeof(value)
+
+
+_settle_numba()
+

@@ -182,24 +182,22 @@ def sample_non_edges(rng: np.random.Generator, src: np.ndarray, dst_range: tuple
     return np.stack([src, dst], axis=1)
 
 
-def common_neighbour_non_edges(rng: np.random.Generator, src: np.ndarray, train_edges: np.ndarray,
-                               keys: np.ndarray, n: int, per: int) -> np.ndarray:
+def common_neighbour_non_edges(rng: np.random.Generator, src: np.ndarray, csr: tuple[np.ndarray, np.ndarray],
+                               keys: np.ndarray, per: int) -> np.ndarray:
     """``per`` pairs ``(src, w)`` [len(src) * per, 2] per given source: the nodes ``w`` with
-    the most common neighbours with the source in the undirected graph of ``train_edges``
-    [E, 2] (ties by a hash of the pair), none a self-loop or an edge of ``keys`` (undirected
-    keys ``min * n + max``, e.g. held-out positives); a source whose two-hop neighbourhood
-    holds fewer gets the rest uniform at random (:func:`sample_non_edges`)."""
+    the most common neighbours with the source in the undirected graph ``csr`` (``indptr``,
+    ``indices``, e.g. :func:`partition.graph.csr_from_edges` of the training edges with
+    ``undirected=True``; ties by a hash of the pair), none a self-loop or an edge of ``keys``
+    (undirected keys ``min * n + max``, e.g. held-out positives); a source whose two-hop
+    neighbourhood holds fewer gets the rest uniform at random (:func:`sample_non_edges`)."""
     from samplers._kernels import top_common_neighbours
 
-    e = np.asarray(train_edges, dtype=np.int64).reshape(-1, 2)
-    both = np.concatenate([e, e[:, ::-1]])
-    order = np.argsort(both[:, 0], kind="stable")
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(both[:, 0], minlength=n), out=indptr[1:])
+    indptr, indices = (np.asarray(a, dtype=np.int64) for a in csr)
+    n = indptr.shape[0] - 1
     src = np.asarray(src, dtype=np.int64)
     sorted_keys = np.sort(keys)  # once: the fill below takes them sorted as they are
     out = np.empty((src.size, per), dtype=np.int64)
-    top_common_neighbours(indptr, np.ascontiguousarray(both[order, 1]), src, per, sorted_keys, n, out)
+    top_common_neighbours(indptr, indices, src, per, sorted_keys, n, out)
     dst = out.ravel()
     short = dst < 0
     if short.any():

@@ -410,7 +410,8 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
         return rng.integers(0, n, shared_negatives) if shared_negatives else edges[split][:, 0]
 
     if common_neighbour_negatives:
-        negs = {s: common_neighbour_non_edges(rng, edges[s][:, 0], edges["train"], all_keys, n, per_positive)
+        train_csr = csr_from_edges(edges["train"][:, 0], edges["train"][:, 1], n, undirected=True)
+        negs = {s: common_neighbour_non_edges(rng, edges[s][:, 0], train_csr, all_keys, per_positive)
                 for s in EVAL_SPLITS}
     else:
         negs = {s: sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))

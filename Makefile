@@ -43,9 +43,9 @@ $(VENV)/.installed: pyproject.toml
 # set, else the shared store beside the checkout (the library itself defaults to
 # ~/.cache/gnntrain/datasets; see docs/reference/datasets.md).
 GNNTRAIN_DATA ?= $(abspath ../shared/datasets)
-test demo bench-smoke: export GNNTRAIN_DATA := $(GNNTRAIN_DATA)
+test demo tutorials bench-smoke: export GNNTRAIN_DATA := $(GNNTRAIN_DATA)
 
-.PHONY: install demo test lint docs bench-smoke
+.PHONY: install demo test lint docs tutorials bench-smoke
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -60,12 +60,16 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 tests
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples docs/hooks
-	$(VENV)/bin/mypy gnntrain partition samplers bench examples docs/hooks
+	$(VENV)/bin/ruff check gnntrain partition samplers bench tests examples docs/hooks docs/check_tutorials.py
+	$(VENV)/bin/mypy gnntrain partition samplers bench examples docs/hooks docs/check_tutorials.py
 
 # The site goes to build/site (git-ignored); nothing is fetched from the network.
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# Every tutorial's marked commands, at the sizes its markers give (docs/check_tutorials.py).
+tutorials: $(VENV)/.installed
+	$(PY) docs/check_tutorials.py
 
 bench-smoke: $(VENV)/.installed
 	$(PY) -m bench.smoke

@@ -2,7 +2,9 @@
 
 ``simulated_nodes(n)`` starts a Ray cluster of ``n`` one-CPU nodes (``ray.cluster_utils``:
 one raylet each, custom resources ``node_a``, ``node_b``, ...) behind a head without CPUs,
-connects this process to it and always shuts it down. ``remove_when`` takes a node away
+connects this process to it and always shuts it down. With ``temp_root`` every node gets a
+temp directory of its own under it (its processes' ``TMPDIR``), as separate machines have:
+a worker's node-local scratch (the default ``cluster.scratch_dir``) is then its node's. ``remove_when`` takes a node away
 for good once a run has written a given checkpoint, optionally adding a new node after it.
 
 Both ``bench.faults`` (scenario ``node loss``) and ``tests/faults/test_elastic.py`` run
@@ -34,8 +36,9 @@ STORE_BYTES = int(1e8)  # each simulated node's object store
 
 
 @contextmanager
-def simulated_nodes(count: int) -> Iterator[tuple[Any, list[Any]]]:
-    """Yield (cluster, nodes) with this process connected; shut everything down afterwards."""
+def simulated_nodes(count: int, temp_root: Path | None = None) -> Iterator[tuple[Any, list[Any]]]:
+    """Yield (cluster, nodes) with this process connected; shut everything down afterwards.
+    ``temp_root``: each node's own temp directory goes under it (:func:`add_node`)."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -55,7 +58,7 @@ def simulated_nodes(count: int) -> Iterator[tuple[Any, list[Any]]]:
         cluster = Cluster(initialize_head=False, shutdown_at_exit=False)
         # the head is the first node added: a failure past its start still shuts it down below
         cluster.add_node(num_cpus=0, include_dashboard=False, temp_dir=tmp, object_store_memory=STORE_BYTES)
-        nodes = [add_node(cluster, f"node_{chr(ord('a') + i)}") for i in range(count)]
+        nodes = [add_node(cluster, f"node_{chr(ord('a') + i)}", temp_root) for i in range(count)]
         ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
         yield cluster, nodes
     finally:
@@ -69,18 +72,32 @@ def simulated_nodes(count: int) -> Iterator[tuple[Any, list[Any]]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def add_node(cluster: Any, resource: str | None = None) -> Any:
-    """One more one-CPU node, with custom resource ``resource`` when given."""
-    return cluster.add_node(num_cpus=1, resources={resource: 1} if resource else {},
-                            object_store_memory=STORE_BYTES)
+def add_node(cluster: Any, resource: str | None = None, temp_root: Path | None = None) -> Any:
+    """One more one-CPU node, with custom resource ``resource`` when given. With
+    ``temp_root`` the node's processes get ``TMPDIR`` = a new directory under it
+    (recorded in :data:`NODE_TEMP`)."""
+    temp = None
+    if temp_root is not None:
+        temp_root.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=f"{resource or 'node'}-", dir=temp_root))
+    node = cluster.add_node(num_cpus=1, resources={resource: 1} if resource else {},
+                            object_store_memory=STORE_BYTES, env_vars={"TMPDIR": str(temp)} if temp else None)
+    if temp is not None:
+        NODE_TEMP[node.node_id] = temp
+    return node
+
+
+NODE_TEMP: dict[str, Path] = {}
+"""The temp directory :func:`add_node` gave each node, by node id."""
 
 
 def remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, Any], epoch: int = 2,
-                replace: bool = False) -> threading.Thread:
+                replace: bool = False, temp_root: Path | None = None) -> threading.Thread:
     """Remove ``node`` from ``cluster`` as soon as a run under ``runs`` has written its
     checkpoint after ``epoch`` epochs (a stalled worker holds the run in the next epoch until
-    then); with ``replace``, a new node joins two seconds later. ``removed`` gets the time
-    of the removal (``at``, monotonic) and the new node (``new``)."""
+    then); with ``replace``, a new node joins two seconds later (its own temp directory
+    under ``temp_root`` when given). ``removed`` gets the time of the removal (``at``,
+    monotonic) and the new node (``new``)."""
 
     def remove() -> None:
         deadline = time.monotonic() + 300
@@ -91,7 +108,7 @@ def remove_when(cluster: Any, node: Any, runs: Path, removed: dict[str, Any], ep
                 cluster.remove_node(node)
                 if replace:
                     time.sleep(2)
-                    removed["new"] = add_node(cluster)
+                    removed["new"] = add_node(cluster, temp_root=temp_root)
                 return
             time.sleep(0.05)
 

@@ -28,7 +28,7 @@ from bench.harness.runs import run_limited
 
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
            "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link",
-           "link_recipe", "configs", "regress")
+           "link_recipe", "configs", "storage", "regress")
 
 
 def command(name: str) -> list[str]:

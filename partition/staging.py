@@ -2,12 +2,15 @@
 
 A worker calls :func:`stage_part` with the set's URI and its part: the set-level files
 and that part's files (as ``meta.json`` lists them) are copied to
-``<scratch>/<set name>-<meta digest>/``, each one hashed while it is copied and kept only
-when its size and SHA-256 match the manifest; ``meta.json`` is written there last. The
+``<scratch>/<set name>-<meta digest>/``, up to :data:`FETCH_THREADS` files at once, each
+one hashed while it is copied and kept only when its size and SHA-256 match the manifest;
+``meta.json`` is written there last. The
 local copy is then opened and memory-mapped like any local set. Files already staged
 there with their recorded size are reused, so the next run on the node copies nothing
 (their checksums are verified again when the part is loaded). No other part's file is
-read. A local set is returned as it is.
+read. A local set is returned as it is. What each call did (the files it copied and their
+bytes, the files it found staged, its seconds) comes back with the path, as a
+:class:`Staged`: a run's summary lists it per worker.
 
 Works for both set formats (``files`` in ``meta.json`` maps each relative path to its
 ``bytes`` and ``sha256``; a part's files are under ``part-<p>/``).
@@ -16,7 +19,10 @@ Works for both set formats (``files`` in ``meta.json`` maps each relative path t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +38,32 @@ from partition.storage import (
     open_store,
 )
 
-__all__ = ["stage_part", "stage_set", "wanted_files"]
+__all__ = ["Staged", "stage_part", "stage_set", "wanted_files"]
+
+FETCH_THREADS = 8
+"""Files of a part copied at once."""
 
 _REBUILD = "the set is damaged: rebuild it (python -m partition --config <dataset.yaml> --force)"
+
+
+@dataclass
+class Staged:
+    """The local directory of a set, and what staging it did: ``fetched`` the files copied
+    from the store (relative names, manifest order) and ``fetched_bytes`` their size,
+    ``reused`` the files found already staged, ``seconds`` the wall time, of which
+    ``open_seconds`` opening the store and reading its manifest. A local set has ``source``
+    None and nothing fetched."""
+
+    path: Path
+    source: str | None = None
+    fetched: list[str] = field(default_factory=list)
+    fetched_bytes: int = 0
+    reused: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    open_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "path": str(self.path)}
 
 
 def wanted_files(files: Mapping[str, Any], parts: Iterable[int]) -> list[str]:
@@ -61,25 +90,33 @@ def _manifest(store: Store) -> tuple[bytes, dict[str, Any]]:
 
 
 def stage_set(uri: str | Path, parts: Iterable[int], *, scratch: str | Path | None = None,
-              storage_options: Mapping[str, Any] | None = None) -> Path:
+              storage_options: Mapping[str, Any] | None = None) -> Staged:
     """The local directory holding the set at ``uri`` for a reader of ``parts``: ``uri``
     itself when it is local, else a staged copy of the set-level files and those parts'
     files under ``scratch`` (default :func:`~partition.storage.default_scratch`)."""
     if not is_remote(uri):
-        return local_path(uri)
+        return Staged(local_path(uri))
+    t0 = time.perf_counter()
     store = open_store(uri, storage_options)
     raw, meta = _manifest(store)
     name = check_component("partition set name", str(uri).rstrip("/").rsplit("/", 1)[-1])
     local = Path(scratch if scratch is not None else default_scratch()) / f"{name}-{meta['meta_sha256'][:16]}"
+    staged = Staged(local, store.uri, open_seconds=time.perf_counter() - t0)
+    todo: list[tuple[str, int, str, Path]] = []
     for rel in wanted_files(meta["files"], parts):
-        entry = meta["files"][rel]
+        size, sha = int(meta["files"][rel]["bytes"]), str(meta["files"][rel]["sha256"])
         dest = join_under(local, rel, "meta.json files")
-        if dest.is_file() and dest.stat().st_size == int(entry["bytes"]):
-            continue  # staged by an earlier run (or a worker beside this one); verified on load
+        if dest.is_file() and dest.stat().st_size == size:
+            staged.reused.append(rel)  # by an earlier run (or a worker beside this one); verified on load
+        else:
+            todo.append((rel, size, sha, dest))
+
+    def fetch(item: tuple[str, int, str, Path]) -> None:
+        rel, size, sha, dest = item
         try:
-            store.fetch(rel, dest, int(entry["bytes"]), str(entry["sha256"]))
+            store.fetch(rel, dest, size, sha)
         except FileMismatch as e:
-            what = (f"has {e.got} bytes, meta.json recorded {entry['bytes']}" if e.problem == "size"
+            what = (f"has {e.got} bytes, meta.json recorded {size}" if e.problem == "size"
                     else "fails its checksum (its sha256 differs from meta.json's)")
             raise PartitionChecksumError(f"partition file {store.uri}/{rel} {what}; {_REBUILD}") from None
         except StorageError:
@@ -87,12 +124,21 @@ def stage_set(uri: str | Path, parts: Iterable[int], *, scratch: str | Path | No
                 raise
             raise PartitionChecksumError(f"partition file {store.uri}/{rel} is listed in meta.json but "
                                          f"missing; {_REBUILD}") from None
+
+    # the files side by side, as a client's bulk get does: one request's latency does not
+    # hold up the others; the first error is raised once every copy has ended
+    with ThreadPoolExecutor(max_workers=max(1, min(FETCH_THREADS, len(todo)))) as pool:
+        for f in [pool.submit(fetch, item) for item in todo]:
+            f.result()
+    staged.fetched = [rel for rel, *_ in todo]
+    staged.fetched_bytes = sum(size for _, size, *_ in todo)
     if not (local / "meta.json").is_file() or (local / "meta.json").read_bytes() != raw:
         atomic_write_bytes(local / "meta.json", raw)
-    return local
+    staged.seconds = time.perf_counter() - t0
+    return staged
 
 
 def stage_part(uri: str | Path, part: int, *, scratch: str | Path | None = None,
-               storage_options: Mapping[str, Any] | None = None) -> Path:
+               storage_options: Mapping[str, Any] | None = None) -> Staged:
     """:func:`stage_set` for the one part a worker owns."""
     return stage_set(uri, (part,), scratch=scratch, storage_options=storage_options)

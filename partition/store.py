@@ -268,7 +268,7 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     its store.
     """
     if is_remote(path):
-        local = stage_set(path, (), scratch=scratch, storage_options=storage_options)
+        local = stage_set(path, (), scratch=scratch, storage_options=storage_options).path
         pset = open_partition_set(local, expect_graph_hash=expect_graph_hash)
         pset.remote = open_store(path, storage_options)
         return pset

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.harness.s3 import new_bucket, s3_server
 from gnntrain.runtime.worker_pool import POOL, reuse_workers
 from partition.graph import Graph, csr_from_edges
 
@@ -146,28 +146,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """An S3-compatible server (moto's, in a thread) on 127.0.0.1 at a free port for the
-    session: its endpoint URL. Nothing leaves the host."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    """The test session's S3 server (:func:`bench.harness.s3.s3_server`): its endpoint URL."""
+    with s3_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
 def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
-    """A new empty bucket on the session's S3 server: its ``s3://`` URI and the storage
-    options that reach it (the endpoint and dummy credentials, given to this test only)."""
-    import s3fs
-
-    options: dict[str, object] = {"endpoint_url": s3_endpoint, "key": "testing-key-id",
-                                  "secret": "testing-secret-value"}
+    """A new empty bucket on the session's S3 server, given to this test only
+    (:func:`bench.harness.s3.new_bucket`)."""
     bucket = "b-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:50].strip("-")
-    s3fs.S3FileSystem(**options).mkdir(bucket)
-    return f"s3://{bucket}", options
+    return new_bucket(s3_endpoint, bucket)

@@ -87,3 +87,19 @@ def test_relative_links_outside_the_site_resolve(page: str) -> None:
     path = REPO / page
     for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text()):
         assert (path.parent / target).exists(), (page, target)
+
+
+def test_every_tutorial_runs_or_says_why_not() -> None:
+    """Every tutorial page marks commands for ``make tutorials`` (docs/check_tutorials.py) or
+    names the tests that make its calls instead; every marked replacement still finds its text."""
+    spec = importlib.util.spec_from_file_location("check_tutorials", DOCS / "check_tutorials.py")
+    assert spec is not None and spec.loader is not None
+    checker = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = checker  # its dataclasses look their module up there
+    spec.loader.exec_module(checker)
+    pages = checker.pages()
+    assert len(pages) == len(list((DOCS / "tutorials").glob("*.md")))
+    for page in pages:
+        assert page.blocks or page.none_reason, f"{page.name}: nothing marked to run and no reason given"
+        for block in page.blocks:
+            assert block.problems() == [], block.problems()

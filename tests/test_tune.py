@@ -5,15 +5,21 @@ bit for bit; bad input fails before any trial starts, naming the key."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import gnntrain
 from gnntrain.config import ConfigError, RunConfig, load_config
 from gnntrain.tune.space import parse_space, partition_settings
-from tests.conftest import SESSION_CPUS
+from tests.conftest import REPO, SESSION_CPUS
 from tests.runtime.helpers import final_params
 from tests.runtime.test_failures import live_ray_leftovers
 from tests.test_accuracy_cora import cora_cfg
@@ -78,46 +84,53 @@ def worker_actors_started() -> int:
     return sum(1 for a in state.actors().values() if a["ActorClassName"] == "GnnWorker")
 
 
-class DriverGone(Exception):
-    """Stands for the sweep's driver dying while a trial runs."""
+def test_a_sweep_whose_driver_is_killed_resumes_where_it_stopped(joined_env: dict[str, str], data_root: Path,
+                                                                 tmp_path: Path) -> None:
+    """The sweep's driver (``python -m gnntrain.tune``, joined to the session's Ray) is killed
+    with SIGKILL while its second trial runs; the same sweep resumed (``resume=True``): the
+    finished trial is not run again, the interrupted one goes on from its last checkpoint (no
+    epoch trained twice) and ends with the parameters of an uninterrupted run of its config,
+    and nothing of the killed driver is left in Ray."""
+    cfg = small_cora(tmp_path, data_root).with_overrides(["train.checkpoint_every=1"])
+    (tmp_path / "cora.yaml").write_text(yaml.safe_dump(cfg.public_dump(), sort_keys=False))
+    (tmp_path / "space.yaml").write_text("train.lr: {grid_search: [0.02, 0.01]}\n")
+    sweeps = tmp_path / "sweeps"
+    argv = [sys.executable, "-m", "gnntrain.tune", "--config", str(tmp_path / "cora.yaml"),
+            "--space", str(tmp_path / "space.yaml"), "--name", "killed", "--storage", str(sweeps),
+            "--workers-per-trial", "1", "--cpus-per-worker", "0.5", "--max-concurrent", "1",
+            "--scheduler", "fifo"]
+    runs = sweeps / "killed" / "runs"
+    with (tmp_path / "driver.log").open("w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=joined_env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            # the first trial finished (its summary written), the second past its 2nd checkpoint
+            while not (list(runs.glob("*/summary.json")) and list(runs.glob("*/checkpoints/ckpt-00002.pt"))
+                       and len(list(runs.iterdir())) == 2):
+                assert proc.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the sweep did not reach its second trial"
+                time.sleep(0.05)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    [done] = [d for d in runs.iterdir() if (d / "summary.json").exists()]
+    [cut] = [d for d in runs.iterdir() if d != done]
+    assert not (cut / "summary.json").exists(), "the second trial finished before the kill"
+    written = (done / "metrics.jsonl").stat().st_mtime_ns
 
+    space = {"train.lr": {"grid_search": [0.02, 0.01]}}
+    result = gnntrain.sweep(cfg, space, workers_per_trial=1, cpus_per_worker=0.5, max_concurrent_trials=1,
+                            scheduler="fifo", storage=sweeps, name="killed", resume=True)
+    assert sorted(Path(t.run_dir) for t in result.trials) == sorted([done, cut])
+    assert all(t.stopped == "finished" and t.epochs == 4 for t in result.trials), result.trials
+    assert (done / "metrics.jsonl").stat().st_mtime_ns == written  # the finished trial: not run again
+    epochs = [json.loads(ln)["epoch"] for ln in (cut / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [0, 1, 2, 3], epochs  # the interrupted trial went on: no epoch trained twice
+    assert live_ray_leftovers() == {"actors": [], "placement_groups": []}
 
-def test_an_interrupted_trial_continues_from_its_checkpoint(ray_local: None, data_root: Path, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """The trainable of a restored sweep (:func:`gnntrain.tune.trial.run_trial`) finds its
-    trial's run directory with checkpoints and goes on from the last one: no epoch is trained
-    twice, and the trial ends with the parameters of an uninterrupted run of its config.
-    Tune's own restore of the experiment is the previous test's."""
-    from ray import tune
-
-    from gnntrain.runtime.ray_group import GivenPlacement
-    from gnntrain.tune.trial import TrialShape, run_trial, trial_config
-
-    base = small_cora(tmp_path, data_root).with_overrides(["train.checkpoint_every=1"])
-    shape, spec = TrialShape(workers=1, cpus_per_worker=1.0, coordinator_cpus=0.0), {"train.lr": 0.02}
-    reported: list[int] = []
-
-    def report(metrics: dict[str, object], die_after: int | None = None) -> None:
-        reported.append(int(metrics["epoch"]))  # type: ignore[call-overload]
-        if reported[-1] == die_after:
-            raise DriverGone
-
-    monkeypatch.setattr(tune, "get_context", lambda: type("Ctx", (), {"get_trial_id": lambda self: "t0"})())
-    monkeypatch.setattr(GivenPlacement, "current", classmethod(lambda cls, first_bundle=1: None))
-    trial = {"base": base.model_dump(mode="json"), "shape": shape, "sweep_dir": str(tmp_path / "sweep"),
-             "metric": "val_acc"}
-    monkeypatch.setattr(tune, "report", lambda m: report(m, die_after=2))
-    with pytest.raises(DriverGone):
-        run_trial(spec, **trial)
-    assert reported == [1, 2]
-    monkeypatch.setattr(tune, "report", report)
-    run_trial(spec, **trial)
-    assert reported == [1, 2, 3, 4]  # epochs 3 and 4 only: the first two came from the checkpoint
-    run_dir = tmp_path / "sweep" / "runs" / "t0"
-    assert [json.loads(ln)["epoch"] for ln in (run_dir / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2, 3]
-
-    resumed = json.loads((run_dir / "summary.json").read_text())
-    plain = gnntrain.fit(trial_config(base, spec, shape), progress=False)
+    resumed = json.loads((cut / "summary.json").read_text())
+    plain = gnntrain.fit(gnntrain.load(cut, checkpoint="last").config, progress=False)
     for k, v in final_params(plain.summary).items():
         assert torch.equal(v, final_params(resumed)[k]), k
 

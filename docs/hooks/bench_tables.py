@@ -81,8 +81,33 @@ def faults(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def storage(data: dict[str, Any]) -> list[str]:
+    mib = 2 ** 20
+    out = [command_line("storage", data), "", machine_line(data), "",
+           "| worker | copied from the store | its own part's files | set-level files copied | staging "
+           "(of which opening the store) |",
+           "|---|---|---|---|---|"]
+    for w in data["workers"]:
+        out.append(f"| {w['rank']} | {w['fetched_bytes'] / mib:.2f} MiB | {w['own_part_bytes'] / mib:.2f} MiB | "
+                   f"{w['set_level_fetched']} | {w['seconds']:.2f} s ({w['open_seconds']:.2f} s) |")
+    c, t, e = data["coordinator"], data["throughput"], data["epoch"]
+    out += ["", f"Coordinator: {c['fetched_bytes'] / mib:.2f} MiB of set-level files copied, "
+            f"{c['part_bytes']} bytes of parts. The whole set: {data['set_bytes'] / mib:.1f} MiB.", "",
+            "| measure | s3 | baseline | ratio |", "|---|---|---|---|",
+            f"| staging throughput (the workers' copies, the slower worker's wall time) | "
+            f"{t['staged_bytes'] / mib:.1f} MiB in {t['staging_s']:.2f} s | plain s3fs `get` of the same files "
+            f"in a new process: {t['plain_get_s']:.2f} s | {t['ratio']:.2f}x |",
+            f"| the same, copying alone (no store opening) | {t['copy_s']:.2f} s | {t['plain_get_copy_s']:.2f} s | "
+            f"{t['copy_ratio']:.2f}x |",
+            f"| epoch time from the second epoch, empty scratch | {e['s3_s']:.2f} s | local directory: "
+            f"{e['local_s']:.2f} s | {e['ratio']:.2f}x |",
+            f"| the same, staged copies reused | {e['s3_again_s']:.2f} s | {e['local_s']:.2f} s | "
+            f"{e['ratio_again']:.2f}x |", ""]
+    return out
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    "link_recipe": link_recipe, "typed": typed, "faults": faults}
+    "link_recipe": link_recipe, "typed": typed, "faults": faults, "storage": storage}
 
 
 def render_bench(path: Path) -> str:

@@ -132,6 +132,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
 
         partition_report: dict[str, Any] | None = None
         failures: list[dict[str, Any]] = []
+        staging: list[dict[str, Any]] = []
         if single_process:
             assert graph is not None  # _open_dataset refused chunks
             workers = 1
@@ -153,8 +154,9 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
                 # absolute (or a URI): the workers of a cluster the run joined start elsewhere
-                res, failures = _fit_with_recovery(cfg, run, pset.location, workers, spec, task, ckpt,
-                                                   start_epoch, progress, console, placement, on_epoch)
+                res, failures, staging = _fit_with_recovery(cfg, run, pset.location, workers, spec, task,
+                                                            ckpt, start_epoch, progress, console, placement,
+                                                            on_epoch)
 
         epochs = run.metrics()
         run.write_json("comm.json", {
@@ -169,6 +171,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                                 partition=partition_report, cache=res.cache, failures=failures,
                                 metric=task.metric)
         summary["run_dir"] = run.location
+        if staging:
+            summary["staging"] = staging
         run.write_json("summary.json", summary)
         write_plots(run.path, epochs)
         run.sync()
@@ -297,16 +301,19 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                        task: Task, ckpt: dict[str, Any] | None, start_epoch: int, progress: bool,
                        console: Console, placement: GivenPlacement | None = None,
                        on_epoch: Callable[[dict[str, Any]], None] | None = None,
-                       ) -> tuple[FitResult, list[dict[str, Any]]]:
+                       ) -> tuple[FitResult, list[dict[str, Any]], list[dict[str, Any]]]:
     """Train on Ray; when a worker fails, tear the group down, start a new one from the
     last checkpoint and go on, up to ``train.max_failures`` times. Every rank goes back to
     its node; the ranks of a node that left the cluster go to a new node or, with
     ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`). With a given
-    ``placement`` every group takes its bundles again."""
+    ``placement`` every group takes its bundles again. Returns the fit, the failures and,
+    for a set on object storage, what each group's workers staged (``summary.json``'s
+    ``staging``: per group started, each rank's node, files copied and files reused)."""
     from gnntrain.runtime.placement import alive_nodes, place
     from gnntrain.runtime.ray_group import PlacementError, RayGroup, WorkerFailure
 
     failures: list[dict[str, Any]] = []
+    staging: list[dict[str, Any]] = []
     nodes: list[str] | None = None  # the node of every rank, once a group has started
     while True:
         t_start = time.monotonic()
@@ -325,10 +332,14 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                     raise
                 continue  # a pinned node was marked dead meanwhile: place its ranks again
             nodes = group.nodes if placement is None else None
+            staged = [{"rank": r, "node": n, **i.staging} for r, (n, i) in
+                      enumerate(zip(group.nodes, group.infos, strict=True)) if i.staging is not None]
+            if staged:
+                staging.append({"attempt": len(failures), "workers": staged})
             if failures:
                 failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]
                 del failures[-1]["_t_fail"]
-            return _fit(cfg, group, run, task, ckpt, start_epoch, progress, on_epoch), failures
+            return _fit(cfg, group, run, task, ckpt, start_epoch, progress, on_epoch), failures, staging
         except WorkerFailure as e:
             reason = user_error(e.cause)
             if reason is not None:  # the same data fails the same way on every attempt

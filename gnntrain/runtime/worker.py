@@ -76,6 +76,10 @@ class WorkerInfo:
     """torch's intra-op threads in the worker's process."""
     owned_nodes: int = 0
     """Nodes of the worker's part."""
+    staging: dict[str, Any] | None = None
+    """What staging the worker's part from object storage did
+    (:meth:`partition.staging.Staged.to_dict`: the files it copied and their bytes, the
+    files it found staged on its node); None for a set on a local or shared directory."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,7 +12,9 @@ the actor keeps its placement group and its idle worker actors, which the next t
 loads its own config and part into (:meth:`~gnntrain.runtime.worker_pool.WorkerPool.hold`);
 otherwise Tune ends the actor and removes the placement group, and the workers end with
 them. A trial restarted after the sweep's driver died continues its run directory from
-the last checkpoint (``train.checkpoint_every``).
+the last checkpoint (``train.checkpoint_every``); one whose run had ended (Tune saves its
+own state every few seconds, so a trial may end after the last save) reports its last
+evaluated epoch again and trains nothing.
 """
 
 from __future__ import annotations
@@ -96,6 +98,11 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
     if placement is not None:  # a trial actor: Tune reuses it, with its workers, for the next trial
         POOL.hold()
     run_dir = Path(sweep_dir) / "runs" / tune.get_context().get_trial_id()
+    if (run_dir / "summary.json").is_file():
+        # the run ended before the sweep's driver died, after Tune last saved its state:
+        # report its last evaluated epoch again, train nothing, rewrite nothing
+        report_last(run_dir, metric)
+        return
     resume = None
     if (run_dir / "config.yaml").is_file() and list_checkpoints(RunDir(run_dir)):
         resume = RunDir(run_dir)  # the trial of a restored sweep: go on from its checkpoint
@@ -106,6 +113,15 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
             tune.report(tune_metrics(rec))
 
     train(cfg, run_dir=run_dir, resume=resume, progress=False, placement=placement, on_epoch=report)
+    report_last(run_dir, metric)  # a scheduler that stops the trial now stops a finished run
+
+
+def report_last(run_dir: Path, metric: str) -> None:
+    """Report the last epoch of the run in ``run_dir`` that has ``metric`` to Tune."""
+    from ray import tune
+
+    from gnntrain.rundir import RunDir
+
     evaluated = [r for r in RunDir(run_dir).metrics() if metric in r]
-    if evaluated:  # a scheduler that stops the trial now stops a finished run
+    if evaluated:
         tune.report(tune_metrics(evaluated[-1]))

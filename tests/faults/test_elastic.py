@@ -8,6 +8,11 @@ run ends with exactly the parameters and optimizer state of an undisturbed run o
 rank; with ``restart`` the run ends soon after ``cluster.replace_timeout_s`` with an
 error naming the worker and the node.
 
+The partition set lives on an S3 server on 127.0.0.1 and every node has a temp directory
+of its own, as separate machines have: each worker stages its own part to its node's
+scratch, the next run on the same nodes copies nothing, and a rank moved to a node that
+never had its part stages it there again, with the same parameters at the end.
+
 The cluster lives in a subprocess (``python -m tests.faults.test_elastic OUT``), so it
 never meets the test session's own local Ray; the drill writes what it saw to
 ``OUT/drill.json`` and the tests below judge it.
@@ -23,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from bench.nodes import add_node, drill_main, remove_when, simulated_nodes, spawn_drill
+from bench.harness.s3 import new_bucket, s3_server
+from bench.nodes import NODE_TEMP, add_node, drill_main, remove_when, simulated_nodes, spawn_drill
 from tests.conftest import REPO, make_graph
 
 GRAPH_NODES, GRAPH_SEED = 450, 7
@@ -50,31 +56,54 @@ def _scenario(out: dict[str, Any], name: str, fn: Any) -> None:
         out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
 
 
+def _staged_parts(temp: Path) -> list[str]:
+    """The parts staged under a node's (or the driver's) temp directory."""
+    return sorted(p.name for p in (temp / "gnntrain-scratch").glob("*/part-*"))
+
+
 def drill(out_dir: Path) -> dict[str, Any]:
+    import tempfile
+
     import ray
 
     from gnntrain.runtime.coordinator import run_training
     from gnntrain.runtime.worker_pool import reuse_workers
+    from partition.storage import open_store
     from tests.runtime.helpers import final_state, tiny_cfg
     from tests.runtime.test_failures import assert_nothing_left
 
     graph = make_graph(GRAPH_NODES, seed=GRAPH_SEED)
+    driver_tmp = out_dir / "driver-tmp"  # the coordinator's node-local scratch goes here
+    driver_tmp.mkdir()
+    tempfile.tempdir = str(driver_tmp)
+    node_tmp = out_dir / "node-tmp"
     # a scenario's group is kept for the next of the same shape (the undisturbed run's
     # serves the shrink run, the replaced run's the restart run): fewer actors to start
-    with simulated_nodes(3) as (cluster, nodes), reuse_workers():
+    with s3_server() as endpoint, simulated_nodes(3, node_tmp) as (cluster, nodes), reuse_workers():
         out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
+        uri, options = new_bucket(endpoint, "drill")
+        store = (f"partition.root={uri}/parts", f"partition.storage_options={json.dumps(options)}")
 
         def cfg(root: Path, *extra: str) -> Any:
-            return tiny_cfg(root, *BASE, *extra, workers=WORKERS)
+            return tiny_cfg(root, *BASE, *store, *extra, workers=WORKERS)
+
+        def staged_where() -> dict[str, Any]:
+            """The parts staged on every node, and on the driver."""
+            return {"nodes": {n: _staged_parts(t) for n, t in NODE_TEMP.items()},
+                    "driver": _staged_parts(driver_tmp)}
 
         def undisturbed() -> dict[str, Any]:
             s = run_training(cfg(out_dir / "undisturbed"), graph=graph, progress=False)
-            return {"summary": s, "digests": final_state(s)["rank_digests"]}
+            sets = open_store(f"{uri}/parts", options)
+            [name] = sets.names()
+            manifest = json.loads(sets.child(name).read_bytes("meta.json"))
+            return {"summary": s, "digests": final_state(s)["rank_digests"], "staged": staged_where(),
+                    "set_files": {rel: f["bytes"] for rel, f in manifest["files"].items()}}
 
         def lose_node(mode: str, node: Any, replace: bool = False) -> dict[str, Any]:
             root = out_dir / (mode + ("-replaced" if replace else ""))
             removed: dict[str, Any] = {}
-            remover = remove_when(cluster, node, root / "runs", removed, replace=replace)
+            remover = remove_when(cluster, node, root / "runs", removed, replace=replace, temp_root=node_tmp)
             got: dict[str, Any] = {"removed_node": node.node_id}
             wait = ("cluster.replace_timeout_s=120",) if replace else ()
             try:
@@ -96,11 +125,12 @@ def drill(out_dir: Path) -> dict[str, Any]:
             except AssertionError as e:
                 got["leftovers"] = str(e)
             got["alive_nodes"] = sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU"))
+            got["staged"] = staged_where()
             return got
 
         _scenario(out, "undisturbed", undisturbed)
         _scenario(out, "shrink", lambda: lose_node("shrink", nodes[1]))
-        spare = add_node(cluster, "node_d")  # three nodes again
+        spare = add_node(cluster, "node_d", node_tmp)  # three nodes again
         out["nodes"].append(spare.node_id)
         _scenario(out, "replaced", lambda: lose_node("restart", spare, replace=True))
         last = next(n for n in cluster.worker_nodes if n.node_id == out["nodes"][-1])
@@ -176,6 +206,59 @@ def test_restart_fails_naming_the_worker_and_node_after_the_replace_timeout(
     assert got["after_removal_s"] is not None, "the drill never removed the node"
     assert got["after_removal_s"] >= REPLACE_S, got["after_removal_s"]  # waited the replace timeout out
     assert got["leftovers"] is None, got["leftovers"]
+
+
+def _own_files(rec: dict[str, Any], rank: int) -> set[str]:
+    """The set's files a holder of part ``rank`` reads: the set-level ones and its own."""
+    files = rec["undisturbed"]["set_files"]
+    return {rel for rel in files if not rel.startswith("part-") or rel.startswith(f"part-{rank}/")}
+
+
+def _staging(rec: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """``summary.json``'s staging record of a scenario: per worker group started, per rank."""
+    return list(_ok(rec, name)["summary"]["staging"])
+
+
+def test_each_worker_stages_only_its_own_part_from_the_store_to_its_own_node(
+        drill_record: dict[str, Any]) -> None:
+    [start] = _staging(drill_record, "undisturbed")
+    workers = start["workers"]
+    assert start["attempt"] == 0 and [w["rank"] for w in workers] == list(range(WORKERS))
+    assert len({w["node"] for w in workers}) == WORKERS, "one worker per node"
+    sizes = drill_record["undisturbed"]["set_files"]
+    for w in workers:
+        own = _own_files(drill_record, w["rank"])
+        # exactly its own files were read from the store, every byte of them, no other part's
+        assert set(w["fetched"]) == own and w["reused"] == [], w
+        assert w["fetched_bytes"] == sum(sizes[r] for r in own), w
+        assert w["source"].startswith("s3://drill/parts/")
+    staged = drill_record["undisturbed"]["staged"]
+    for w in workers:  # each node's scratch holds its worker's part and nothing else
+        assert staged["nodes"][w["node"]] == [f"part-{w['rank']}"], staged
+    assert staged["driver"] == [], "the coordinator staged a part"
+
+
+def test_the_next_run_reuses_staged_parts_and_a_moved_rank_stages_its_part_where_it_lands(
+        drill_record: dict[str, Any]) -> None:
+    first, after = _staging(drill_record, "shrink")  # the group before the loss, and after it
+    for w in first["workers"]:  # the same nodes as the undisturbed run: nothing copied again
+        assert (w["fetched"], set(w["reused"])) == ([], _own_files(drill_record, w["rank"])), w
+    [move] = _ok(drill_record, "shrink")["failures_json"][0]["moves"]
+    assert after["attempt"] == 1
+    for w in after["workers"]:
+        if w["rank"] == move["rank"]:  # on a survivor: the set-level files were there, its part not
+            assert w["node"] == move["to_node"]
+            assert set(w["fetched"]) == {r for r in _own_files(drill_record, w["rank"]) if r.startswith("part-")}
+        else:
+            assert w["fetched"] == [], w
+    assert f"part-{move['rank']}" in _ok(drill_record, "shrink")["staged"]["nodes"][move["to_node"]]
+
+    replaced = _ok(drill_record, "replaced")
+    [move] = replaced["failures_json"][0]["moves"]
+    [w] = [w for w in _staging(drill_record, "replaced")[-1]["workers"] if w["rank"] == move["rank"]]
+    # a node that joined with an empty scratch: the whole of what the rank reads is copied
+    assert w["node"] == replaced["new_node"] and set(w["fetched"]) == _own_files(drill_record, w["rank"])
+    assert replaced["staged"]["nodes"][replaced["new_node"]] == [f"part-{move['rank']}"]
 
 
 def test_plan_replaces_lost_nodes_first_then_shrinks_onto_the_least_loaded_survivor() -> None:

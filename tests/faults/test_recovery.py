@@ -50,20 +50,22 @@ def assert_same(s: dict[str, Any], undisturbed: dict[str, Any]) -> None:
     assert_same_state(final_state(s), undisturbed, world=2)
 
 
-@pytest.mark.parametrize(("epoch", "step"), [(0, 1), (1, 0), (2, 5)])
-def test_worker_process_dies_and_run_recovers(undisturbed: dict[str, Any], tmp_path: Path,
-                                              epoch: int, step: int) -> None:
-    """A worker process exits at (epoch, step): expected one recovery from the last
-    checkpoint, the configured epochs completed, parameters equal to the undisturbed run."""
-    s = run_training(cfg_with(tmp_path, "train.max_failures=1", "faults.kind=exit", "faults.rank=1",
-                              f"faults.epoch={epoch}", f"faults.step={step}"),
+EXITS = ((0, 1), (1, 0), (2, 5))
+"""(epoch, step) of each worker-process exit: the first step, an epoch's start, mid-epoch."""
+
+
+def test_worker_process_dies_and_run_recovers(undisturbed: dict[str, Any], tmp_path: Path) -> None:
+    """Worker 1's process exits at each point of :data:`EXITS` in turn, one exit per attempt
+    (``faults.schedule``): expected one recovery from the last checkpoint per exit, the
+    configured epochs completed, parameters equal to the undisturbed run."""
+    schedule = ", ".join(f"{{kind: exit, rank: 1, epoch: {e}, step: {st}}}" for e, st in EXITS)
+    s = run_training(cfg_with(tmp_path, f"train.max_failures={len(EXITS)}", f"faults.schedule=[{schedule}]"),
                      graph=GRAPH, progress=False)
     assert s["epochs"] == 4
-    [f] = s["failures"]
-    assert f["worker"] == 1 and f["restart_from_epoch"] == epoch
-    assert f["recovery_s"] > 0
+    assert [(f["worker"], f["restart_from_epoch"]) for f in s["failures"]] == [(1, e) for e, _ in EXITS]
+    assert all(f["recovery_s"] > 0 for f in s["failures"])
     assert_same(s, undisturbed)
-    assert json.loads((Path(s["run_dir"]) / "failures.json").read_text())[0]["worker"] == 1
+    assert [f["worker"] for f in json.loads((Path(s["run_dir"]) / "failures.json").read_text())] == [1, 1, 1]
     assert_nothing_left()
 
 

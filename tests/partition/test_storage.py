@@ -93,14 +93,19 @@ def test_a_worker_stages_only_its_own_part_once(s3_bucket: S3Bucket, tmp_path: P
         real_fetch(self, rel, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(FsspecStore, "fetch", counting)
-    local = stage_part(pset.location, 1, scratch=tmp_path / "scratch", storage_options=options)
+    staged = stage_part(pset.location, 1, scratch=tmp_path / "scratch", storage_options=options)
+    local = staged.path
     own = {r for r in pset.meta.files if not r.startswith("part-") or r.startswith("part-1/")}
     assert sorted(fetched) == sorted(own)  # one GET per file of its own; none of part 0
+    # the record says the same: what was copied, its bytes (the manifest's sizes)
+    assert (set(staged.fetched), staged.reused, staged.source) == (own, [], pset.location)
+    assert staged.fetched_bytes == sum(pset.meta.files[r].bytes for r in own) > 0
     assert _staged(local) == own | {"meta.json"}
     mtimes = {p: p.stat().st_mtime_ns for p in local.rglob("*.npy")}
     fetched.clear()
     time.sleep(0.01)
-    assert stage_part(pset.location, 1, scratch=tmp_path / "scratch", storage_options=options) == local
+    again = stage_part(pset.location, 1, scratch=tmp_path / "scratch", storage_options=options)
+    assert (again.path, again.fetched, again.fetched_bytes, set(again.reused)) == (local, [], 0, own)
     assert fetched == [] and {p: p.stat().st_mtime_ns for p in local.rglob("*.npy")} == mtimes
     part = open_partition_set(local).load_part(1)  # memory-mapped from the local copy
     assert Path(part.x.filename).is_relative_to(local)  # type: ignore[union-attr]

@@ -54,9 +54,9 @@ class WorkerActor:
         self.model_spec = model
         self.task = task
         # a set on object storage: this worker's own part copied to node-local scratch first
-        local = stage_part(part_path, rank, scratch=self.cfg.cluster.scratch_dir,
-                           storage_options=self.cfg.partition.storage_options)
-        pset = open_training_set(local)
+        self.staged = stage_part(part_path, rank, scratch=self.cfg.cluster.scratch_dir,
+                                 storage_options=self.cfg.partition.storage_options)
+        pset = open_training_set(self.staged.path)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()
         self.node_types = pset.node_types()
@@ -108,7 +108,8 @@ class WorkerActor:
                              allreduce=allreduce, model=self.model_spec, task=self.task,
                              node_types=self.node_types,
                              step_hooks=list(FaultInjector.hooks(self.cfg.faults, self.rank, attempt)))
-        return self.worker.info.to_dict()
+        return {**self.worker.info.to_dict(),
+                "staging": self.staged.to_dict() if self.staged.source is not None else None}
 
     def _w(self) -> Worker:
         if self.worker is None:

@@ -43,6 +43,13 @@ still move by 10-20% under it: measured, ``bench/baseline.json`` keeps every run
 move beyond the band fails the check in either direction: a figure that improved beyond
 its noise is a change to record with ``--write-baseline``, not noise. The exit status is 1 when a check fails
 (``bench.harness.verdict``). JSON: bench/out/regress.json.
+
+The exact figures are exact for one kind of CPU: torch's float kernels follow the vector
+instructions the CPU has (AVX-512 with bfloat16, AVX-512, AVX2), and the same code gave
+another seeded loss and other byte counts in the locality-ordered comm rows on an AVX2
+host than on an AVX-512 one. The baseline file therefore keeps one baseline per CPU class
+(:func:`cpu_class`), each measured on a machine of that class; a run is compared with its
+own class's, and ``--write-baseline`` replaces only that one.
 """
 
 from __future__ import annotations
@@ -150,6 +157,25 @@ def measure_fresh() -> dict[str, float]:
         return pool.submit(measure).result()
 
 
+def cpu_class(info: dict[str, str] | None = None) -> str:
+    """The class of this CPU whose float kernels give the same bits: ``avx512_bf16``,
+    ``avx512``, ``avx2`` or ``other`` (from ``/proc/cpuinfo``'s flags)."""
+    from gnntrain.precision import cpu_info
+
+    flags = set((info if info is not None else cpu_info()).get("flags", "").split())
+    for name, needs in (("avx512_bf16", {"avx512f", "avx512_bf16"}), ("avx512", {"avx512f"}), ("avx2", {"avx2"})):
+        if needs <= flags:
+            return name
+    return "other"
+
+
+def read_baselines(path: Path) -> dict[str, dict[str, Any]]:
+    """The baselines in ``path`` by CPU class ({} when it is absent)."""
+    if not path.is_file():
+        return {}
+    return dict(json.loads(path.read_text())["baselines"])
+
+
 def band(name: str, values: list[float]) -> float:
     """The noise band of a figure from its baseline runs (see the docstring)."""
     if name not in RATIOS:
@@ -203,18 +229,23 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(measure_fresh() if args.write_baseline else measure())
     out: dict[str, Any] = {"machine": info, "runs": runs, "argv": sys.argv[1:] if argv is None else argv}
     checks: list[Check] = []
+    cls = cpu_class()
+    out["cpu_class"] = cls
+    baselines = read_baselines(args.baseline)
     if args.write_baseline:
-        doc = {"about": "bench.regress's baseline; see its docstring for the figures and bands",
-               "machine": info, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
-               "figures": baseline(runs)}
+        baselines[cls] = {"machine": info, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                          "figures": baseline(runs)}
+        doc = {"about": "bench.regress's baselines, one per CPU class; see its docstring for the "
+                        "figures and bands", "baselines": dict(sorted(baselines.items()))}
         args.baseline.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {args.baseline}")
-    elif not args.baseline.is_file():
-        checks.append(check("a baseline exists", False,
-                            f"{args.baseline} is absent: run python -m bench.regress --write-baseline"))
+        print(f"wrote the {cls} baseline to {args.baseline}")
+    elif cls not in baselines:
+        checks.append(check(f"a baseline for this CPU class ({cls}) exists", False,
+                            f"{args.baseline} has {sorted(baselines) or 'none'}: run python -m bench.regress "
+                            "--write-baseline on a machine of this class"))
     else:
-        base = json.loads(args.baseline.read_text())["figures"]
-        checks = compare(runs[0], base)
+        print(f"comparing with the {cls} baseline of {baselines[cls]['measured_at']}")
+        checks = compare(runs[0], baselines[cls]["figures"])
         for c in checks:
             print(f"{'ok  ' if c.ok else 'MOVED'} {c.name}: {c.detail}")
     out["total_s"] = time.perf_counter() - t0

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
-from bench.regress import BASELINE, EXACT_BAND, RATIO_FLOOR, RATIOS, band, baseline, compare
+from bench.regress import (
+    BASELINE,
+    EXACT_BAND,
+    RATIO_FLOOR,
+    RATIOS,
+    band,
+    baseline,
+    compare,
+    cpu_class,
+    read_baselines,
+)
 
 
 def test_a_ratio_band_is_its_spread_with_a_floor_and_an_exact_band_is_rounding() -> None:
@@ -29,9 +37,20 @@ def test_a_move_beyond_the_band_fails_either_way_within_passes() -> None:
     assert moved({"epoch.ours_over_pyg": 4.0}) == ["comm.x.feature_bytes"]  # absent: fails
 
 
-def test_the_committed_baseline_has_every_ratio_and_exact_byte_counts() -> None:
-    figures = json.loads(BASELINE.read_text())["figures"]
-    assert set(RATIOS) <= set(figures)
-    assert all(len(f["runs"]) >= 3 and f["band"] >= RATIO_FLOOR for n, f in figures.items() if n in RATIOS)
-    assert all(f["kind"] == "exact" and len(set(f["runs"])) == 1
-               for n, f in figures.items() if n.startswith("comm."))
+def test_every_committed_baseline_has_every_ratio_and_exact_byte_counts() -> None:
+    baselines = read_baselines(BASELINE)
+    assert baselines, "no baseline committed"
+    for cls, base in baselines.items():
+        figures = base["figures"]
+        assert cls in ("avx512_bf16", "avx512", "avx2", "other"), cls
+        assert set(RATIOS) <= set(figures), cls
+        assert all(len(f["runs"]) >= 3 and f["band"] >= RATIO_FLOOR for n, f in figures.items() if n in RATIOS)
+        assert all(f["kind"] == "exact" and len(set(f["runs"])) == 1
+                   for n, f in figures.items() if n.startswith("comm."))
+
+
+def test_the_cpu_class_follows_the_vector_instructions() -> None:
+    assert cpu_class({"flags": "sse avx2 avx512f avx512_bf16"}) == "avx512_bf16"
+    assert cpu_class({"flags": "sse avx2 avx512f"}) == "avx512"
+    assert cpu_class({"flags": "sse avx2 fma"}) == "avx2"
+    assert cpu_class({"flags": "neon"}) == "other" and cpu_class({}) == "other"

@@ -14,7 +14,7 @@ staged side by side) times the client alone.
 * ``bytes``: per worker, the bytes it copied from the store (``summary.json``'s
   ``staging``) against the manifest's sizes of the files it reads: its own part's files
   exactly, the set-level files once per node (the first process on the node copies them);
-  the coordinator's part bytes (counted in this process; must be 0).
+  the coordinator's part bytes (its own record, ``staging_coordinator``; must be 0).
 * ``throughput``: the bytes the workers copied over the staging wall time (the slower
   worker's ``seconds``: opening the store and reading the manifest in a new process
   included; also without them, ``copy_ratio``) against a plain ``get`` of the same files
@@ -106,36 +106,24 @@ def main(argv: list[str] | None = None) -> int:
     checks: list[Check] = []
     out: dict[str, Any] = {"machine": machine(), "argv": list(argv or []), "loadavg_before": loadavg()}
 
-    # the coordinator's own copies from the store (workers are other processes)
-    driver_fetched: list[tuple[str, int]] = []
-    real_fetch = FsspecStore.fetch
+    with s3_server() as endpoint:
+        uri, options = new_bucket(endpoint, "bench")
+        store = [f"partition.root={uri}/parts", f"partition.storage_options={json.dumps(options)}",
+                 f"cluster.scratch_dir={work / 'scratch'}"]
+        local = _run(bench_config("synthetic-small.yaml", [*base, f"partition.root={work / 'parts'}"], tag))
+        print(f"local directory: epoch {local['epoch_s']:.2f} s, loss {local['losses'][-1]:.4f}")
+        remote = _run(bench_config("synthetic-small.yaml", [*base, *store], tag))
+        print(f"s3, empty scratch: epoch {remote['epoch_s']:.2f} s, loss {remote['losses'][-1]:.4f}")
+        again = _run(bench_config("synthetic-small.yaml", [*base, *store], tag))
+        print(f"s3, staged copies: epoch {again['epoch_s']:.2f} s, loss {again['losses'][-1]:.4f}")
 
-    def counting(self: FsspecStore, rel: str, dest: Path, size: int, sha256: str) -> None:
-        real_fetch(self, rel, dest, size, sha256)
-        driver_fetched.append((rel, size))
-
-    FsspecStore.fetch = counting  # type: ignore[method-assign,assignment]
-    try:
-        with s3_server() as endpoint:
-            uri, options = new_bucket(endpoint, "bench")
-            store = [f"partition.root={uri}/parts", f"partition.storage_options={json.dumps(options)}",
-                     f"cluster.scratch_dir={work / 'scratch'}"]
-            local = _run(bench_config("synthetic-small.yaml", [*base, f"partition.root={work / 'parts'}"], tag))
-            print(f"local directory: epoch {local['epoch_s']:.2f} s, loss {local['losses'][-1]:.4f}")
-            remote = _run(bench_config("synthetic-small.yaml", [*base, *store], tag))
-            print(f"s3, empty scratch: epoch {remote['epoch_s']:.2f} s, loss {remote['losses'][-1]:.4f}")
-            first_driver = list(driver_fetched)
-            again = _run(bench_config("synthetic-small.yaml", [*base, *store], tag))
-            print(f"s3, staged copies: epoch {again['epoch_s']:.2f} s, loss {again['losses'][-1]:.4f}")
-
-            [start] = remote["summary"]["staging"]
-            workers = start["workers"]
-            set_uri = workers[0]["source"]
-            manifest = json.loads(FsspecStore(set_uri, options).read_bytes("meta.json"))
-            sizes = {rel: int(f["bytes"]) for rel, f in manifest["files"].items()}
-            get_s = _plain_get([w["fetched"] for w in workers], set_uri, options)
-    finally:
-        FsspecStore.fetch = real_fetch  # type: ignore[method-assign]
+        [start] = remote["summary"]["staging"]
+        workers = start["workers"]
+        set_uri = workers[0]["source"]
+        manifest = json.loads(FsspecStore(set_uri, options).read_bytes("meta.json"))
+        sizes = {rel: int(f["bytes"]) for rel, f in manifest["files"].items()}
+        get_s = _plain_get([w["fetched"] for w in workers], set_uri, options)
+    coordinator = remote["summary"]["staging_coordinator"]  # the set-level files it read, staged
 
     rows = []
     for w in workers:
@@ -151,11 +139,11 @@ def main(argv: list[str] | None = None) -> int:
                             set(w["fetched"]) <= own_part | set_level and
                             w["fetched_bytes"] == sum(sizes[r] for r in w["fetched"]),
                             f"{w['fetched_bytes']} bytes"))
-    driver_parts = [r for r, _ in first_driver if r.startswith("part-")]
+    driver_parts = [r for r in coordinator["fetched"] if r.startswith("part-")]
     checks.append(check("the coordinator copies no part", not driver_parts, f"copied {driver_parts}"))
     [again_start] = again["summary"]["staging"]
     checks.append(check("the second s3 run copies nothing", all(not w["fetched"] for w in again_start["workers"])
-                        and len(driver_fetched) == len(first_driver),
+                        and not again["summary"]["staging_coordinator"]["fetched"],
                         f"{sum(w['fetched_bytes'] for w in again_start['workers'])} bytes"))
     for name, run in (("s3", remote), ("s3 again", again)):
         checks.append(check(f"the {name} run ends where the local run ends",
@@ -171,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                   "ratio": get_s["total_s"] / staging_s, "copy_ratio": get_s["copy_s"] / copy_s}
     epoch = {"local_s": local["epoch_s"], "s3_s": remote["epoch_s"], "s3_again_s": again["epoch_s"],
              "ratio": remote["epoch_s"] / local["epoch_s"], "ratio_again": again["epoch_s"] / local["epoch_s"]}
-    out.update(workers=rows, coordinator={"fetched": [r for r, _ in first_driver],
-                                          "fetched_bytes": sum(n for _, n in first_driver),
-                                          "part_bytes": sum(n for r, n in first_driver if r.startswith("part-"))},
+    out.update(workers=rows, coordinator={"fetched": coordinator["fetched"],
+                                          "fetched_bytes": coordinator["fetched_bytes"],
+                                          "part_bytes": sum(sizes[r] for r in driver_parts)},
                throughput=throughput, epoch=epoch, set_bytes=sum(sizes.values()), loadavg_after=loadavg())
     for r in rows:
         print(f"worker {r['rank']}: copied {r['fetched_bytes'] / 2**20:.1f} MiB (its part's files "

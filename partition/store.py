@@ -30,7 +30,7 @@ from partition.format import (
 )
 from partition.graph import Graph, node_types_of
 from partition.manifest import read_manifest
-from partition.staging import stage_set
+from partition.staging import Staged, stage_set
 from partition.storage import Store, is_remote, local_path, open_store
 
 __all__ = ["Part", "PartitionSet", "check_ids", "open_partition_set", "settings_of"]
@@ -126,6 +126,7 @@ class PartitionSet:
         self._global: dict[str, np.ndarray] = {}
         self.reused = False  # set by build_partition_set when it returned an existing set
         self.remote: Store | None = None  # the object store the set-level files were staged from
+        self.staged: Staged | None = None  # what staging the set-level files from it did
 
     def __repr__(self) -> str:
         return (f"PartitionSet({self.remote.uri if self.remote is not None else str(self.path)!r}, method={self.meta.method!r}, "
@@ -268,9 +269,9 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     its store.
     """
     if is_remote(path):
-        local = stage_set(path, (), scratch=scratch, storage_options=storage_options).path
-        pset = open_partition_set(local, expect_graph_hash=expect_graph_hash)
-        pset.remote = open_store(path, storage_options)
+        staged = stage_set(path, (), scratch=scratch, storage_options=storage_options)
+        pset = open_partition_set(staged.path, expect_graph_hash=expect_graph_hash)
+        pset.remote, pset.staged = open_store(path, storage_options), staged
         return pset
     root = local_path(path)
     meta_path = root / "meta.json"

@@ -133,6 +133,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         partition_report: dict[str, Any] | None = None
         failures: list[dict[str, Any]] = []
         staging: list[dict[str, Any]] = []
+        coordinator_staged = None
         if single_process:
             assert graph is not None  # _open_dataset refused chunks
             workers = 1
@@ -151,6 +152,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
             with ray_session(cfg.cluster, workers):
                 pset, report = built if built is not None else _partition(cfg, chunks, progress)
                 task = task.placed(pset.new_id_map())  # a node task keeps nothing of it
+                coordinator_staged = getattr(pset, "staged", None)  # a typed or chunked set: never staged
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
                 # absolute (or a URI): the workers of a cluster the run joined start elsewhere
@@ -173,6 +175,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         summary["run_dir"] = run.location
         if staging:
             summary["staging"] = staging
+        if coordinator_staged is not None:  # the set-level files the coordinator read from the store
+            summary["staging_coordinator"] = coordinator_staged.to_dict()
         run.write_json("summary.json", summary)
         write_plots(run.path, epochs)
         run.sync()

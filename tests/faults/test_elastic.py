@@ -58,7 +58,9 @@ def _scenario(out: dict[str, Any], name: str, fn: Any) -> None:
 
 def _staged_parts(temp: Path) -> list[str]:
     """The parts staged under a node's (or the driver's) temp directory."""
-    return sorted(p.name for p in (temp / "gnntrain-scratch").glob("*/part-*"))
+    from partition.storage import default_scratch
+
+    return sorted(p.name for p in (temp / default_scratch().name).glob("*/part-*"))
 
 
 def drill(out_dir: Path) -> dict[str, Any]:

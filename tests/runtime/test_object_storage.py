@@ -29,6 +29,10 @@ def test_two_workers_from_s3_equal_the_local_run(ray_local: None, tmp_path: Path
     (staged,) = scratch.iterdir()
     assert sorted(p.name for p in staged.iterdir() if p.is_dir()) == ["part-0", "part-1"]
     mtimes = {p: p.stat().st_mtime_ns for p in staged.rglob("*.npy")}
+    # the summary says the same: each worker copied its own part, the coordinator none
+    assert [sorted({f.split("/")[0] for f in w["fetched"] if f.startswith("part-")})
+            for w in remote["staging"][0]["workers"]] == [["part-0"], ["part-1"]]
+    assert not [f for f in remote["staging_coordinator"]["fetched"] if f.startswith("part-")]
 
     # no secret in what the run wrote; the endpoint (not a secret) is kept
     run_dir = Path(remote["run_dir"])

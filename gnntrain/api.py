@@ -211,7 +211,7 @@ def _check_spec(model: ModelSpec | None, task: Task | None, cfg: RunConfig) -> N
 
 
 def train(cfg: RunConfig, *, model: ModelSpec | None = None, task: Task | None = None,
-          single_process: bool = False, resume: RunDir | None = None, run_dir: Path | None = None,
+          single_process: bool = False, resume: RunDir | None = None, run_dir: Path | RunDir | None = None,
           graph: Graph | None = None, progress: bool = True,
           console: Console | None = None, placement: GivenPlacement | None = None,
           on_epoch: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:

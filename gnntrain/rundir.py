@@ -42,7 +42,7 @@ from gnntrain.config import RunConfig
 from gnntrain.rundir_store import RunMirror, staging_dir
 from partition.manifest import atomic_write_bytes
 from partition.paths import check_component, join_under
-from partition.storage import Store, is_remote, open_store
+from partition.storage import LocalStore, Store, is_remote, open_store
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -109,6 +109,16 @@ class RunDir:
         raise FileExistsError(f"could not find a free run directory name under {root}")
 
     @classmethod
+    def at(cls, location: str | Path, *, storage_options: Mapping[str, Any] | None = None,
+           scratch: str | Path | None = None) -> RunDir:
+        """The run directory at exactly ``location`` (a sweep's trial: ``<sweep>/runs/<trial>``),
+        made if absent: a local directory, or a store prefix staged in ``scratch``."""
+        mirror = RunMirror(open_store(str(location), storage_options)) if is_remote(location) else None
+        path = staging_dir(mirror.uri, scratch) if mirror is not None else Path(location)
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path, mirror)
+
+    @classmethod
     def open(cls, location: str | Path, *, storage_options: Mapping[str, Any] | None = None,
              scratch: str | Path | None = None, kind: str = "runs", what: str = "--resume") -> RunDir:
         """An existing run: a local directory as it is; a run in a store fetched into
@@ -170,10 +180,15 @@ class RunDir:
         atomic_write_bytes(p, ("\n".join(keep) + ("\n" if keep else "")).encode())
 
     def metrics(self) -> list[dict[str, Any]]:
-        p = self.path / "metrics.jsonl"
-        if not p.exists():
-            return []
-        return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+        return metrics_in(LocalStore(self.path))
+
+
+def metrics_in(run: Store) -> list[dict[str, Any]]:
+    """The epoch records of the run directory ``run`` (local or in a store, read in place):
+    its ``metrics.jsonl``, one record per line; none when it has no such file yet."""
+    if not run.exists("metrics.jsonl"):
+        return []
+    return [json.loads(ln) for ln in run.read_bytes("metrics.jsonl").decode().splitlines() if ln.strip()]
 
 
 def _names(name: str) -> Iterator[str]:

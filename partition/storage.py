@@ -30,7 +30,7 @@ from partition.errors import PartitionError
 from partition.manifest import CHUNK, FileMismatch, FileRecord, HashingWriter, atomic_write_bytes
 
 __all__ = ["FsspecStore", "LocalStore", "Store", "StorageError", "default_scratch", "is_remote",
-           "local_path", "open_store", "redact"]
+           "local_path", "open_store", "redact", "secret_keys"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SECRET = re.compile(r"key|secret|token|password|passwd|credential|session", re.IGNORECASE)
@@ -67,6 +67,16 @@ def redact(options: Any) -> Any:
     if isinstance(options, list | tuple):
         return [redact(v) for v in options]
     return options
+
+
+def secret_keys(options: Any, prefix: str = "") -> list[str]:
+    """The dotted names of the secret-looking keys in ``options`` (those :func:`redact` drops)."""
+    if isinstance(options, Mapping):
+        return [name for k, v in options.items()
+                for name in ([f"{prefix}{k}"] if _SECRET.search(str(k)) else secret_keys(v, f"{prefix}{k}."))]
+    if isinstance(options, list | tuple):
+        return [name for i, v in enumerate(options) for name in secret_keys(v, f"{prefix}{i}.")]
+    return []
 
 
 class Store(ABC):

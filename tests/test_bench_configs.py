@@ -5,6 +5,7 @@ and checks it builds from a run's outcome."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -112,11 +113,13 @@ def test_bench_smoke_runs_the_configs_smoke() -> None:
 
 
 def test_past_its_limit_a_run_is_killed_with_every_process_of_its_tree(tmp_path: Path) -> None:
-    # the grandchild leaves the process group (as Ray's workers do): killing the group misses it
+    # the grandchild leaves the process group (as Ray's workers do): killing the group misses
+    # it. A shell starts it (milliseconds even on a loaded machine, where a Python child may
+    # not reach its first line within the limit): `setsid` in a non-interactive shell's
+    # background job is no group leader, so it runs `sleep` in a new session without forking
     pid_file = tmp_path / "grandchild.pid"
-    script = ("import subprocess, time; p = subprocess.Popen(['sleep', '60'], start_new_session=True); "
-              f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
-    done = run_limited([sys.executable, "-c", script], limit_s=1.5, sample_s=0.2)
+    script = f"setsid sleep 60 & echo $! > {shlex.quote(str(pid_file))}; sleep 60"
+    done = run_limited(["sh", "-c", script], limit_s=1.5, sample_s=0.2)
     assert done.rc is None and done.seconds > 1.5 and done.peak_rss > 0  # killed at its limit, not exited
     pid = int(pid_file.read_text())
     assert gone_within(pid, 5.0), f"the grandchild {pid} outlived the run's limit"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,14 +18,17 @@ import torch
 import yaml
 
 import gnntrain
+from bench.harness.s3 import new_bucket
 from gnntrain.config import ConfigError, RunConfig, load_config
+from gnntrain.rundir import metrics_in
 from gnntrain.tune.space import parse_space, partition_settings
+from partition.storage import FsspecStore, open_store
 from tests.conftest import REPO, SESSION_CPUS
 from tests.runtime.helpers import final_params
 from tests.runtime.test_failures import live_ray_leftovers
 from tests.test_accuracy_cora import cora_cfg
 
-pytest.importorskip("ray.tune", reason="gnntrain[tune] not installed")
+tune = pytest.importorskip("ray.tune", reason="gnntrain[tune] not installed")
 
 
 def small_cora(tmp: Path, data_root: Path) -> RunConfig:
@@ -33,8 +37,14 @@ def small_cora(tmp: Path, data_root: Path) -> RunConfig:
                     "train.eval_every=1", "sampler.fanouts=[5,5]", "sampler.batch_size=70")
 
 
-def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: Path, tmp_path: Path) -> None:
-    cfg = small_cora(tmp_path, data_root)
+def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: Path, tmp_path: Path,
+                                                   s3_endpoint: str) -> None:
+    """The sweep lives on an S3 server (127.0.0.1): Tune's state, the trials' run
+    directories and the summary go to the store; credentials from the environment, so only
+    the endpoint is in ``train.storage_options`` (here: a bucket open to unsigned requests)."""
+    uri, options = new_bucket(s3_endpoint, "sweeps", anonymous=True)
+    cfg = small_cora(tmp_path, data_root).with_overrides(
+        [f"train.storage_options={json.dumps(options)}", f"cluster.scratch_dir={tmp_path / 'scratch'}"])
     started = worker_actors_started()
     # a learning rate of 1e-5 learns nothing in 4 epochs: ASHA has a poor trial to stop
     space = {"train.lr": {"grid_search": [0.02, 0.01, 1e-5, 2e-5]}}
@@ -43,7 +53,7 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
     # happens to report first
     result = gnntrain.sweep(cfg, space, workers_per_trial=2, num_samples=1, scheduler="asha",
                             cpus_per_worker=0.5, coordinator_cpus=0.5, max_concurrent_trials=1,
-                            storage=tmp_path / "sweeps", name="lr")
+                            storage=f"{uri}/sweeps", name="lr")
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}, "a trial left actors or groups"
     # Tune reused a trial actor for the next trial, and the actor its two workers: fewer
     # than the 4 x 2 worker actors of four fresh trials were started
@@ -54,27 +64,53 @@ def test_sweep_of_four_two_worker_trials_with_asha(ray_local: None, data_root: P
     assert stopped and all(t.epochs < 4 for t in stopped), [(t.stopped, t.epochs) for t in result.trials]
     # one partitioning for the four trials: every trial reused the set the driver built
     assert len(list((tmp_path / "parts").iterdir())) == 1
+    # everything in the store: the summary, Tune's state, each trial's run directory
+    sweep = open_store(f"{uri}/sweeps/lr", options)
+    assert isinstance(sweep, FsspecStore) and result.location == sweep.uri
     for name in ("sweep.json", "sweep.md", "sweep.png"):
-        assert (result.sweep_dir / name).is_file(), name
-    assert json.loads((result.sweep_dir / "sweep.json").read_text())["best_run_dir"] == str(result.best_run_dir)
+        assert (result.sweep_dir / name).is_file() and sweep.exists(name), name
+    assert tune.Tuner.can_restore(sweep.uri.removeprefix("s3://"), storage_filesystem=tune_filesystem(options))
+    assert json.loads(sweep.read_bytes("sweep.json"))["best_run_dir"] == result.best_run_dir
+    for t in result.trials:
+        assert t.run_dir == f"{sweep.uri}/runs/{t.trial_id}"
+        run = sweep.child("runs").child(t.trial_id)
+        assert run.exists("config.yaml") and run.exists("summary.json") == (t.stopped == "finished")
+        assert len(metrics_in(run)) == t.epochs
 
-    # the driver gone, the same call with resume=True restores the sweep: nothing is run again
-    written = {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in result.trials}
+    # the driver and its machine gone (every local copy removed), the same call with
+    # resume=True restores the sweep from the store: nothing is run again
+    written = store_times(sweep)
+    shutil.rmtree(tmp_path / "scratch")
     again = gnntrain.sweep(cfg, space, workers_per_trial=2, cpus_per_worker=0.5, coordinator_cpus=0.5,
-                           max_concurrent_trials=1, storage=tmp_path / "sweeps", name="lr", resume=True)
+                           max_concurrent_trials=1, storage=f"{uri}/sweeps", name="lr", resume=True)
     assert [(t.trial_id, t.best, t.epochs, t.stopped) for t in again.trials] == \
         [(t.trial_id, t.best, t.epochs, t.stopped) for t in result.trials]
-    assert {t.trial_id: (Path(t.run_dir) / "metrics.jsonl").stat().st_mtime_ns for t in again.trials} == written
+    assert {k: v for k, v in store_times(sweep).items() if "/runs/" in k} == \
+        {k: v for k, v in written.items() if "/runs/" in k}
 
     best = result.best
     assert best is not None and best.stopped == "finished" and best.config["train.lr"] in (0.02, 0.01)
-    loaded = gnntrain.load(best.run_dir, checkpoint="last")  # an ordinary run directory
+    # an ordinary run directory, read from the store
+    loaded = gnntrain.load(best.run_dir, checkpoint="last", storage_options=options)
     assert loaded.epochs_done == 4 and loaded.config.cluster.workers == 2
-    trial_summary = json.loads((Path(best.run_dir) / "summary.json").read_text())
-    plain = gnntrain.fit(loaded.config, progress=False)  # the trial's config, outside Tune
+    trial_summary = json.loads(sweep.child("runs").child(best.trial_id).read_bytes("summary.json"))
+    plain = gnntrain.fit(loaded.config.with_overrides([f"train.run_root={tmp_path / 'plain'}"]),
+                         progress=False)  # the trial's config, outside Tune
     assert plain.summary["final"] == trial_summary["final"]
-    for k, v in final_params(plain.summary).items():
-        assert torch.equal(v, final_params(trial_summary)[k]), k
+    for k, v in plain.model.state_dict().items():
+        assert torch.equal(v, loaded.model.state_dict()[k]), k
+
+
+def store_times(store: FsspecStore) -> dict[str, str]:
+    """Every object under ``store`` and when it was last written."""
+    return {k: str(v.get("LastModified")) for k, v in store.fs.find(store.path, detail=True).items()}
+
+
+def tune_filesystem(options: dict[str, object]) -> object:
+    import pyarrow.fs
+    import s3fs
+
+    return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(s3fs.S3FileSystem(**options)))
 
 
 def worker_actors_started() -> int:
@@ -143,6 +179,17 @@ def test_unknown_key_in_space_fails_naming_it(tmp_path: Path, data_root: Path) -
         gnntrain.sweep(small_cora(tmp_path, data_root), {"model.hidden": {"choice": [16, "wide"]}},
                       storage=tmp_path / "sweeps")
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "parts").exists()
+
+
+def test_a_sweep_on_object_storage_refuses_secrets_in_its_options(tmp_path: Path, data_root: Path) -> None:
+    """Tune saves the file system of a sweep's storage with the sweep's state: a key in
+    ``train.storage_options`` would reach the store, so it is refused before any work."""
+    options = {"endpoint_url": "http://127.0.0.1:9", "key": "AKIA-not-shown", "secret": "not-shown-either"}
+    cfg = small_cora(tmp_path, data_root).with_overrides([f"train.storage_options={json.dumps(options)}"])
+    with pytest.raises(ConfigError, match="train.storage_options has key, secret: .*environment") as err:
+        gnntrain.sweep(cfg, {"train.lr": 0.01}, storage="s3://bucket/sweeps", name="x")
+    assert "not-shown" not in str(err.value)
+    assert not (tmp_path / "parts").exists()
 
 
 def test_unreported_metric_fails_naming_it(tmp_path: Path, data_root: Path) -> None:

@@ -24,12 +24,14 @@ def s3_server() -> Iterator[str]:
         server.stop()
 
 
-def new_bucket(endpoint: str, name: str) -> tuple[str, dict[str, object]]:
+def new_bucket(endpoint: str, name: str, *, anonymous: bool = False) -> tuple[str, dict[str, object]]:
     """A new empty bucket ``name`` on the server at ``endpoint``: its ``s3://`` URI and the
-    storage options that reach it (the endpoint and dummy credentials)."""
+    storage options that reach it (the endpoint and dummy credentials). ``anonymous``: a
+    bucket anyone may read and write, reached with unsigned requests (options without
+    credentials, as where they come from the environment or a profile)."""
     import s3fs
 
     options: dict[str, object] = {"endpoint_url": endpoint, "key": "testing-key-id",
                                   "secret": "testing-secret-value"}
-    s3fs.S3FileSystem(**options).mkdir(name)
-    return f"s3://{name}", options
+    s3fs.S3FileSystem(**options).mkdir(name, **({"acl": "public-read-write"} if anonymous else {}))
+    return f"s3://{name}", {"endpoint_url": endpoint, "anon": True} if anonymous else options

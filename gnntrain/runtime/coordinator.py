@@ -60,7 +60,7 @@ class WorkerUserError(ValueError):
 
 
 def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir | None = None,
-                 run_dir: Path | None = None, progress: bool = True,
+                 run_dir: Path | RunDir | None = None, progress: bool = True,
                  console: Console | None = None, graph: Graph | None = None,
                  model: ModelSpec | None = None, task: Task | None = None,
                  placement: GivenPlacement | None = None,
@@ -72,7 +72,9 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
     ``task.kind``: both travel to the workers as Python objects. ``placement`` puts the
     Ray workers in the bundles of a placement group the caller holds (a Tune trial's);
     ``on_epoch`` is called with each epoch's metrics record once it is written (and its
-    checkpoint, when one is due).
+    checkpoint, when one is due). ``run_dir`` (a path, or a :class:`RunDir` such as
+    :meth:`RunDir.at` gives for a store) is the run directory to write instead of a new one
+    under ``train.run_root``.
     """
     console = console or Console(stderr=True)
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
@@ -115,9 +117,11 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                   "class": f"{type(probe).__module__}.{type(probe).__qualname__}",
                   "layerwise": has_layerwise(probe)}
     del probe
-    run = resume or (RunDir(run_dir) if run_dir else RunDir.create(
+    if isinstance(run_dir, Path):
+        run_dir = RunDir(run_dir)
+    run = resume or run_dir or RunDir.create(
         cfg.train.run_root, cfg.dataset.name, storage_options=cfg.train.storage_options,
-        scratch=cfg.cluster.scratch_dir))
+        scratch=cfg.cluster.scratch_dir)
     run.path.mkdir(parents=True, exist_ok=True)
     with _error_log(run):
         run.write_config(cfg)

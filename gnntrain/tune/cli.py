@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cpus-per-worker", type=float, default=None, help="CPUs of each worker (fractions allowed)")
     ap.add_argument("--coordinator-cpus", type=float, default=0.5, help="CPUs of each trial's coordinator")
     ap.add_argument("--max-concurrent", type=int, default=None, help="trials running at once (default: as fit)")
-    ap.add_argument("--storage", type=Path, default=None, help="where sweep directories go")
+    ap.add_argument("--storage", default=None,
+                    help="where sweep directories go: a directory or an object-store URI (s3://bucket/sweeps)")
     ap.add_argument("--name", default=None, help="the sweep directory's name (needed by --resume)")
     ap.add_argument("--resume", action="store_true", help="continue the sweep --name after its driver died")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -69,6 +70,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]: rerun with --name NAME --resume to continue the sweep")
         return 130
-    console.print(f"sweep directory: {result.sweep_dir}")
+    console.print(f"sweep directory: {result.location}")
     return 0
 

@@ -2,7 +2,8 @@
 stopped, read from the trials' run directories; the best trial; a plot of the metric per
 evaluated epoch per trial.
 
-Written into the sweep directory::
+Written into the sweep directory (for a sweep on object storage, into a local copy and
+uploaded to the sweep's prefix in the store)::
 
     <sweep>/
       sweep.json      # metric, mode, best trial, and every trial (the fields of SweepTrial)
@@ -18,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gnntrain.rundir import RunDir
+from gnntrain.rundir import metrics_in
+from partition.storage import Store, is_remote, open_store
 
 __all__ = ["Sweep", "SweepTrial", "markdown_table", "print_sweep", "summarise", "table_rows"]
 
@@ -26,7 +28,7 @@ __all__ = ["Sweep", "SweepTrial", "markdown_table", "print_sweep", "summarise", 
 @dataclass
 class SweepTrial:
     """One trial: its Tune id, the values sampled for it (by dotted key), its run
-    directory, the best value of the metric, the epochs it ran, why it stopped, and the
+    directory (its URI for a sweep on object storage), the best value of the metric, the epochs it ran, why it stopped, and the
     metric after each evaluated epoch (``[epochs done, value]`` pairs)."""
 
     trial_id: str
@@ -40,10 +42,13 @@ class SweepTrial:
 
 @dataclass
 class Sweep:
-    """A finished sweep: its directory, the metric and mode it was judged by, every
-    trial, the best one, the plot, and Tune's own ``ResultGrid`` (``results``)."""
+    """A finished sweep: its directory on this machine (for a sweep on object storage, the
+    local copy of its summary files) and its ``location`` (that directory, or the sweep's
+    URI), the metric and mode it was judged by, every trial, the best one, the plot, and
+    Tune's own ``ResultGrid`` (``results``)."""
 
     sweep_dir: Path
+    location: str
     metric: str
     mode: str
     trials: list[SweepTrial]
@@ -52,43 +57,55 @@ class Sweep:
     results: Any = None
 
     @property
-    def best_run_dir(self) -> Path | None:
-        """The best trial's run directory."""
-        return Path(self.best.run_dir) if self.best is not None else None
+    def best_run_dir(self) -> Path | str | None:
+        """The best trial's run directory (its URI for a sweep on object storage:
+        :func:`gnntrain.load` reads either)."""
+        if self.best is None:
+            return None
+        return self.best.run_dir if is_remote(self.best.run_dir) else Path(self.best.run_dir)
 
 
-def _why_stopped(run: RunDir, error: Any, scheduler: str) -> str:
+def _why_stopped(run: Store, records: list[dict[str, Any]], error: Any, scheduler: str) -> str:
     if error is not None:
         return f"error: {type(error).__name__}"
-    records = run.metrics()
-    if (run.path / "summary.json").is_file():
+    if run.exists("summary.json"):
         return "early stopping (train.patience)" if records and "stopped_early" in records[-1] else "finished"
     return f"stopped by {scheduler}"
 
 
-def summarise(results: Any, sweep_dir: Path, metric: str, mode: str, scheduler: str) -> Sweep:
-    """The :class:`Sweep` of Tune's ``ResultGrid`` ``results``; writes ``sweep.json``,
-    ``sweep.md`` and ``sweep.png`` into ``sweep_dir``."""
+def summarise(results: Any, sweep_dir: Path, location: str, storage_options: dict[str, Any], metric: str,
+              mode: str, scheduler: str) -> Sweep:
+    """The :class:`Sweep` of Tune's ``ResultGrid`` ``results``, its trials' run directories
+    read at ``location`` (the sweep's directory or URI; ``storage_options`` reach it);
+    writes ``sweep.json``, ``sweep.md`` and ``sweep.png`` into ``sweep_dir`` and, for a
+    sweep on object storage, uploads them to ``location``."""
     trials = []
     for result in results:
         trial_id = str(result.metrics.get("trial_id", "")) if result.metrics else ""
-        run = RunDir(sweep_dir / "runs" / trial_id)
-        records = run.metrics() if trial_id else []
+        where = f"{location}/runs/{trial_id}"
+        run = open_store(where, storage_options)
+        records = metrics_in(run) if trial_id else []
         history = [[int(r["epoch"]) + 1, float(r[metric])] for r in records if metric in r]
         values = [v for _, v in history]
         best = (max(values) if mode == "max" else min(values)) if values else None
-        trials.append(SweepTrial(trial_id=trial_id, config=dict(result.config), run_dir=str(run.path),
+        trials.append(SweepTrial(trial_id=trial_id, config=dict(result.config), run_dir=where,
                                  best=best, epochs=len(records), history=history,
-                                 stopped=_why_stopped(run, result.error, scheduler)))
+                                 stopped=_why_stopped(run, records, result.error, scheduler)))
     trials.sort(key=lambda t: t.trial_id)  # in the order Tune made them, however restored
     scored = [t for t in trials if t.best is not None]
     top = (max if mode == "max" else min)(scored, key=lambda t: t.best) if scored else None  # type: ignore[arg-type, return-value]
-    sweep = Sweep(sweep_dir=sweep_dir, metric=metric, mode=mode, trials=trials, best=top,
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep = Sweep(sweep_dir=sweep_dir, location=location, metric=metric, mode=mode, trials=trials, best=top,
                   plot=_plot(trials, sweep_dir / "sweep.png", metric), results=results)
     (sweep_dir / "sweep.json").write_text(json.dumps(
         {"metric": metric, "mode": mode, "best_trial": top.trial_id if top else None,
          "best_run_dir": top.run_dir if top else None, "trials": [asdict(t) for t in trials]}, indent=2))
     (sweep_dir / "sweep.md").write_text(markdown_table(sweep) + "\n")
+    if is_remote(location):
+        store = open_store(location, storage_options)
+        for name in ("sweep.json", "sweep.md", "sweep.png"):
+            if (sweep_dir / name).is_file():
+                store.put(name, sweep_dir / name)
     return sweep
 
 
@@ -119,7 +136,7 @@ def print_sweep(sweep: Sweep, console: Any) -> None:
     from rich.table import Table
 
     header, rows = table_rows(sweep)
-    table = Table(title=f"sweep {sweep.sweep_dir.name}: {sweep.metric} ({sweep.mode})")
+    table = Table(title=f"sweep {sweep.location.rstrip('/').rsplit('/', 1)[-1]}: {sweep.metric} ({sweep.mode})")
     for h in header:
         table.add_column(h)
     for r in rows:

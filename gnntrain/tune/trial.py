@@ -4,7 +4,8 @@ The trial's placement group (:func:`trial_resources`) has bundle 0 for the trial
 which runs the coordinator, and bundles 1..k for the k worker actors
 (:class:`~gnntrain.runtime.ray_group.GivenPlacement`), so Tune's scheduler accounts for
 every CPU and GPU a trial uses. The run directory is ``<sweep>/runs/<trial id>``: a run
-directory like any other (``gnntrain.load`` reads it). Each evaluated epoch is reported
+directory like any other (``gnntrain.load`` reads it), on local disk or, for a sweep on object
+storage, a run directory in the store (:meth:`~gnntrain.rundir.RunDir.at`). Each evaluated epoch is reported
 to Tune (:func:`tune_metrics`; the last one after the run has written its summary), so a
 scheduler (ASHA, median stopping) can end the trial.
 Tune reuses a trial's actor for the next trial of the same resources (``reuse_actors``):
@@ -20,11 +21,11 @@ evaluated epoch again and trains nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gnntrain.config import RunConfig, load_config
 from gnntrain.tune.space import spec_items
+from partition.storage import Store, open_store
 
 __all__ = ["TrialShape", "run_trial", "trial_config", "trial_resources", "tune_metrics"]
 
@@ -84,7 +85,8 @@ def tune_metrics(rec: dict[str, Any]) -> dict[str, Any]:
 def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, sweep_dir: str,
               metric: str) -> None:
     """The Tune trainable: train the trial's config in its placement group and report
-    every epoch that has ``metric`` (the evaluated ones)."""
+    every epoch that has ``metric`` (the evaluated ones). ``sweep_dir`` is the sweep's
+    directory or its URI in an object store (``train.storage_options`` reach it)."""
     from ray import tune
 
     from gnntrain.api import train
@@ -97,31 +99,35 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
     placement = GivenPlacement.current()
     if placement is not None:  # a trial actor: Tune reuses it, with its workers, for the next trial
         POOL.hold()
-    run_dir = Path(sweep_dir) / "runs" / tune.get_context().get_trial_id()
-    if (run_dir / "summary.json").is_file():
+    location = f"{sweep_dir.rstrip('/')}/runs/{tune.get_context().get_trial_id()}"
+    options, scratch = cfg.train.storage_options, cfg.cluster.scratch_dir
+    files = open_store(location, options)
+    if files.exists("summary.json"):
         # the run ended before the sweep's driver died, after Tune last saved its state:
         # report its last evaluated epoch again, train nothing, rewrite nothing
-        report_last(run_dir, metric)
+        report_last(files, metric)
         return
     resume = None
-    if (run_dir / "config.yaml").is_file() and list_checkpoints(RunDir(run_dir)):
-        resume = RunDir(run_dir)  # the trial of a restored sweep: go on from its checkpoint
+    if files.exists("config.yaml"):  # the trial of a restored sweep: go on from its checkpoint
+        earlier = RunDir.open(location, storage_options=options, scratch=scratch)
+        resume = earlier if list_checkpoints(earlier) else None
 
     def report(rec: dict[str, Any]) -> None:
         last = int(rec["epoch"]) + 1 == cfg.train.epochs or "stopped_early" in rec
         if metric in rec and not last:  # the last one once the run directory is complete
             tune.report(tune_metrics(rec))
 
-    train(cfg, run_dir=run_dir, resume=resume, progress=False, placement=placement, on_epoch=report)
-    report_last(run_dir, metric)  # a scheduler that stops the trial now stops a finished run
+    fresh = RunDir.at(location, storage_options=options, scratch=scratch) if resume is None else None
+    train(cfg, run_dir=fresh, resume=resume, progress=False, placement=placement, on_epoch=report)
+    report_last(files, metric)  # a scheduler that stops the trial now stops a finished run
 
 
-def report_last(run_dir: Path, metric: str) -> None:
-    """Report the last epoch of the run in ``run_dir`` that has ``metric`` to Tune."""
+def report_last(run: Store, metric: str) -> None:
+    """Report the last epoch of the run directory ``run`` that has ``metric`` to Tune."""
     from ray import tune
 
-    from gnntrain.rundir import RunDir
+    from gnntrain.rundir import metrics_in
 
-    evaluated = [r for r in RunDir(run_dir).metrics() if metric in r]
+    evaluated = [r for r in metrics_in(run) if metric in r]
     if evaluated:
         tune.report(tune_metrics(evaluated[-1]))

@@ -22,17 +22,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from gnntrain.api import ConfigLike, override_items, resolve_config
 from gnntrain.config import ConfigError, RunConfig
+from gnntrain.rundir_store import check_writable, staging_dir
 from gnntrain.tune.space import check_space, parse_space, partition_settings, probe_values
 from gnntrain.tune.summary import Sweep, print_sweep, summarise
 from gnntrain.tune.trial import TrialShape, run_trial, trial_config, trial_resources
-from partition.storage import is_remote
+from partition.paths import check_component
+from partition.storage import FsspecStore, is_remote, local_path, open_store, secret_keys
 
 if TYPE_CHECKING:
     from gnntrain.tasks.base import Task
@@ -66,8 +67,11 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
     ``val_<task metric>``) in ``mode`` after at least ``grace_period`` evaluations.
     Each trial holds ``coordinator_cpus`` for its coordinator and ``cpus_per_worker``
     (default ``cluster.cpus_per_worker``, else 1) per worker: fractions are allowed.
-    ``storage`` (default ``<train.run_root>/sweeps``) / ``name`` is the sweep directory;
-    ``resume=True`` continues the sweep of that ``name`` after its driver died: finished
+    ``storage`` (default ``<train.run_root>/sweeps``) / ``name`` is the sweep directory: a
+    local or shared directory, or an object-store URI (``s3://bucket/sweeps``, reached with
+    ``train.storage_options``, credentials from the environment or a profile) that then holds
+    Tune's state, every trial's run directory and the summary, so that a driver on another
+    machine can resume the sweep; ``resume=True`` continues the sweep of that ``name`` after its driver died: finished
     trials are kept, interrupted ones go on from their run's last checkpoint.
     ``**overrides`` are config keys as in :func:`gnntrain.fit`.
     """
@@ -94,17 +98,31 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
     if metric not in reported_metrics(task):
         raise ConfigError(f"metric={metric!r}: task {cfg.task.kind!r} does not report it; it reports "
                           f"{', '.join(reported_metrics(task))}")
-    if storage is None and is_remote(cfg.train.run_root):
-        raise ConfigError(f"train.run_root={cfg.train.run_root!r}: a sweep keeps its trials in a local or "
-                          "shared directory, not in an object store; give storage=DIR (--storage)")
-    run_root = cfg.train.run_root if is_remote(cfg.train.run_root) else Path(cfg.train.run_root).resolve()
-    cfg = cfg.with_overrides([f"partition.root={Path(cfg.partition.root).resolve()}",
-                              f"train.run_root={run_root}"])  # trials run elsewhere
-    settings = partition_settings(space)
     if resume and name is None:
         raise ConfigError("resume=True: give the name of the sweep to resume (its directory under storage)")
-    root = Path(storage) if storage is not None else Path(cfg.train.run_root) / "sweeps"
-    sweep_dir = root.resolve() / (name or f"{cfg.dataset.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
+    name = name or f"{cfg.dataset.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_component("sweep name", name)
+    root = str(storage) if storage is not None else f"{str(cfg.train.run_root).rstrip('/')}/sweeps"
+    options = dict(cfg.train.storage_options)
+    if is_remote(root):
+        secrets = secret_keys(options)
+        if secrets:
+            raise ConfigError(f"train.storage_options has {', '.join(secrets)}: a sweep on object storage "
+                              f"({root}) keeps Ray Tune's state there, and Tune saves the file system it "
+                              "writes with, options included; give the credentials through the environment "
+                              "or a profile (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, "
+                              "an instance role) and keep only endpoint_url and the like in storage_options")
+        check_writable(root, options)  # a missing bucket or a wrong endpoint fails before any trial
+        location = f"{root.rstrip('/')}/{name}"
+        sweep_dir = staging_dir(location, cfg.cluster.scratch_dir, "sweeps")
+    else:
+        sweep_dir = local_path(root).resolve() / name
+        location = str(sweep_dir)
+    local = {k: str(local_path(v).resolve()) for k, v in (("partition.root", cfg.partition.root),
+                                                          ("train.run_root", cfg.train.run_root))
+             if not is_remote(v)}
+    cfg = cfg.with_overrides([f"{k}={v}" for k, v in local.items()])  # trials run elsewhere
+    settings = partition_settings(space)
 
     from gnntrain.runtime.cluster import ray_session
 
@@ -116,9 +134,9 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
         POOL.release()  # the trials' placement groups need the CPUs idle kept workers hold
         for s in settings:  # one partitioning per distinct setting, before any trial
             prepare_partition(trial_config(cfg, s, shape), task)
-        results = _run(cfg, space, shape, sweep_dir, metric, mode, scheduler, num_samples, grace_period,
+        results = _run(cfg, space, shape, location, metric, mode, scheduler, num_samples, grace_period,
                        max_concurrent_trials, resume, verbose)
-    sweep = summarise(results, sweep_dir, metric, mode, _scheduler_name(scheduler))
+    sweep = summarise(results, sweep_dir, location, options, metric, mode, _scheduler_name(scheduler))
     print_sweep(sweep, console)
     return sweep
 
@@ -157,27 +175,41 @@ def _make_scheduler(scheduler: str | Any, max_t: int, grace_period: int) -> Any:
     return scheduler
 
 
-def _run(cfg: RunConfig, space: dict[str, Any], shape: TrialShape, sweep_dir: Path, metric: str, mode: str,
+def _tune_storage(location: str, options: dict[str, Any]) -> tuple[str, Any]:
+    """Where Tune keeps the sweep at ``location``: its path and, for an object store, the
+    pyarrow file system over the store's fsspec one (what Tune's ``storage_filesystem`` takes)."""
+    if not is_remote(location):
+        return location, None
+    import pyarrow.fs
+
+    store = open_store(location, options)
+    assert isinstance(store, FsspecStore)
+    return store.path, pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(store.fs))
+
+
+def _run(cfg: RunConfig, space: dict[str, Any], shape: TrialShape, location: str, metric: str, mode: str,
          scheduler: str | Any, num_samples: int, grace_period: int, max_concurrent: int | None,
          resume: bool, verbose: int) -> Any:
-    """Run (or restore and go on with) the Tune experiment; its ``ResultGrid``."""
+    """Run (or restore and go on with) the Tune experiment at ``location``; its ``ResultGrid``."""
     from ray import tune
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, base=cfg.model_dump(mode="json"), shape=shape,
-                             sweep_dir=str(sweep_dir), metric=metric),
+                             sweep_dir=location, metric=metric),
         resources=lambda spec: trial_resources(shape, spec))
-    if resume and tune.Tuner.can_restore(str(sweep_dir)):
-        tuner = tune.Tuner.restore(str(sweep_dir), trainable=trainable, resume_unfinished=True,
-                                   resume_errored=True)
+    path, fs = _tune_storage(location, dict(cfg.train.storage_options))
+    if resume and tune.Tuner.can_restore(path, storage_filesystem=fs):
+        tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=True,
+                                   storage_filesystem=fs)
     else:
         epochs = max([cfg.train.epochs, *_epochs_in(space)])
+        parent, _, name = path.rstrip("/").rpartition("/")
         tuner = tune.Tuner(
             trainable, param_space=space,
             tune_config=tune.TuneConfig(metric=metric, mode=mode, num_samples=num_samples,
                                         scheduler=_make_scheduler(scheduler, epochs, grace_period),
                                         max_concurrent_trials=max_concurrent, reuse_actors=True),
-            run_config=tune.RunConfig(name=sweep_dir.name, storage_path=str(sweep_dir.parent), verbose=verbose))
+            run_config=tune.RunConfig(name=name, storage_path=parent, storage_filesystem=fs, verbose=verbose))
     return tuner.fit()
 
 

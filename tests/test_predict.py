@@ -145,6 +145,41 @@ def test_force_replaces_an_earlier_prediction(two_worker_run: tuple[Path, Graph]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
 
 
+def test_two_workers_upload_their_shards_to_object_storage(two_worker_run: tuple[Path, Graph], dist_logits: Path,
+                                                           s3_bucket: tuple[str, dict[str, object]]) -> None:
+    """``out`` an S3 URI (a server on 127.0.0.1): each of the 2 Ray workers uploads its own
+    shard, the manifest goes last; the objects are the local directory's, byte for byte, and
+    read back from the URI; an existing URI is refused without ``force`` and replaced with
+    it; a shard changed in the store is refused by the reader."""
+    import s3fs
+
+    run, g = two_worker_run
+    uri, options = s3_bucket
+    out = f"{uri}/predictions/logits"
+    assert predict(run, "logits", out=out, storage_options=options, progress=False) == out
+    fs, key = s3fs.S3FileSystem(**options), out.removeprefix("s3://")
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.find(key)) == sorted(p.name for p in dist_logits.iterdir())
+    stored = json.loads(fs.cat_file(f"{key}/manifest.json"))
+    assert stored["workers"] == 2 and [s["files"] for s in stored["shards"]] == \
+        [s.model_dump()["files"] for s in read_manifest(dist_logits).shards]  # same bytes, shard by shard
+    got, want = read_predictions(out, storage_options=options), read_predictions(dist_logits)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert not any(str(options["secret"]).encode() in fs.cat_file(p) for p in fs.find(key))
+
+    with pytest.raises(PredictError, match="exists; pass --force"):
+        predict(run, "probs", out=out, storage_options=options, progress=False)
+    predict(run, "probs", out=out, storage_options=options, force=True, single_process=True, graph=g,
+            progress=False)
+    assert json.loads(fs.cat_file(f"{key}/manifest.json"))["what"] == "probs"
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.find(key)) == ["manifest.json", "part-0.ids.npy", "part-0.npy"]
+    data = bytearray(fs.cat_file(f"{key}/part-0.npy"))
+    data[-1] ^= 0xFF
+    fs.pipe_file(f"{key}/part-0.npy", bytes(data))
+    with pytest.raises(PredictError, match="part-0.npy: differs from manifest.json"):
+        read_predictions(out, storage_options=options)
+
+
 def _sage_without_layer(in_dim: int, out_dim: int, cfg: ModelConfig) -> torch.nn.Module:
     model = BUILTIN["sage"](in_dim, out_dim, cfg)
     model.layer = None  # same parameters, no layer-wise call

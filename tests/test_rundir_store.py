@@ -69,8 +69,8 @@ def test_a_run_on_s3_is_mirrored_resumed_and_loaded(s3_bucket: S3Bucket, tmp_pat
     for k, v in uninterrupted["model"].items():
         assert torch.equal(loaded.model.state_dict()[k], v), k
 
-    # predictions from the store's run: written to a local --out (required), same parameters
-    with pytest.raises(PredictError, match="is in an object store and predictions are written locally"):
+    # predictions from the store's run: written to --out (required), same parameters
+    with pytest.raises(PredictError, match="is in an object store: give --out"):
         predict(where, storage_options=options, single_process=True, graph=g, progress=False)
     out = predict(where, "logits", out=tmp_path / "logits", storage_options=options, single_process=True,
                   graph=g, progress=False, checkpoint="last")

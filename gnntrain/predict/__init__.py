@@ -17,7 +17,10 @@ used: the same Ray workers as training start, each loads the newest checkpoint, 
 **exact layer-wise inference** runs over the full graph (every node's rows computed once
 per layer over all its in-neighbours, the loop evaluation uses). Each worker then writes
 the rows of the nodes it owns itself; the coordinator only writes the manifest, so no
-process ever holds the whole matrix.
+process ever holds the whole matrix. ``--out`` may be an object-store URI
+(``s3://bucket/predictions/logits``, reached with ``--storage-options``): each worker
+uploads its shard there and the manifest goes last; :func:`read_predictions` reads a
+URI back, checking every file against the manifest.
 
 ``--what``
     ``logits`` (the model's outputs) and ``probs`` go through the task's

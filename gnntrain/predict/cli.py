@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--what", default="logits", help=f"what to write: {' | '.join(WHATS)} (default logits)")
     ap.add_argument("--layer", type=int, default=None,
                     help="embeddings: the rows after layer L, 0 < L <= num_layers (default num_layers-1)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output directory (default RUN_DIR/predictions/<what>)")
+    ap.add_argument("--out", default=None,
+                    help="output directory, or an object-store URI (s3://bucket/predictions/logits) each "
+                    "worker uploads its shard to (default RUN_DIR/predictions/<what>)")
     ap.add_argument("--force", action="store_true", help="replace an existing output directory")
     ap.add_argument("--format", dest="fmt", default="npy", help="npy (default) | parquet (needs pyarrow)")
     ap.add_argument("--pairs", type=Path, default=None,
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--single-process", action="store_true",
                     help="one in-process worker over the whole graph (no Ray, no partition set)")
     ap.add_argument("--storage-options", type=_options, default=None, metavar="JSON",
-                    help="a run in an object store: the store's options as a JSON mapping, e.g. "
+                    help="a run or --out in an object store: the store's options as a JSON mapping, e.g. "
                     "'{\"endpoint_url\": \"http://minio:9000\"}' (credentials: the standard places)")
     return ap
 

@@ -6,18 +6,22 @@ its size and SHA-256 and ``manifest.json`` is written last (:mod:`partition.mani
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from partition.manifest import FileMismatch, record_file, write_manifest
+from partition.manifest import FileMismatch, atomic_write_bytes, record_file, write_manifest
 from partition.manifest import read_manifest as load_manifest
 from partition.manifest import verify as verify_file
+from partition.storage import is_remote, open_store
 
-__all__ = ["FORMAT_VERSION", "SHARD_FORMATS", "FileEntry", "Manifest", "PredictError", "Shard", "read_manifest",
-           "read_predictions", "write_manifest_file", "write_shard"]
+__all__ = ["FORMAT_VERSION", "SHARD_FORMATS", "FileEntry", "Manifest", "PredictError", "Shard", "export_shard",
+           "fetch_predictions", "read_manifest", "read_manifest_file", "read_predictions", "write_manifest_file",
+           "write_shard"]
 
 FORMAT_VERSION = 1
 SHARD_FORMATS = ("npy", "parquet")
@@ -80,6 +84,25 @@ def _save_npy(path: Path, arr: np.ndarray) -> None:
         os.fsync(f.fileno())
 
 
+def export_shard(location: str, part_id: int, ids: np.ndarray, values: np.ndarray, fmt: str,
+                 storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Write one part's shard (:func:`write_shard`) into the prediction directory at
+    ``location``: a local directory, or an object-store URI, where the shard is written to
+    a local temp directory and each file uploaded (hashed on the way out and checked
+    against the shard's entry). Returns the shard's entry of ``manifest.json``."""
+    if not is_remote(location):
+        return write_shard(Path(location), part_id, ids, values, fmt)
+    store = open_store(location, storage_options)
+    with tempfile.TemporaryDirectory(prefix=f"gnntrain-shard-{part_id}-") as tmp:
+        entry = write_shard(Path(tmp), part_id, ids, values, fmt)
+        for f in entry["files"].values():
+            sent = store.put(f["name"], Path(tmp) / f["name"])
+            if (sent.bytes, sent.sha256) != (f["bytes"], f["sha256"]):
+                raise PredictError(f"{store.uri}/{f['name']}: uploaded {sent.bytes} bytes with another "
+                                   "SHA-256 than the shard written; write the predictions again")
+    return entry
+
+
 def write_shard(out_dir: Path, part_id: int, ids: np.ndarray, values: np.ndarray,
                 fmt: str) -> dict[str, Any]:
     """Write one part's rows: ``part-<p>.npy`` (values) + ``part-<p>.ids.npy`` (original
@@ -117,16 +140,21 @@ def read_manifest(path: str | Path) -> Manifest:
     p = Path(path) / "manifest.json"
     if not p.is_file():
         raise PredictError(f"{str(path)!r} is not a prediction directory (no manifest.json)")
+    return read_manifest_file(p, str(p))
+
+
+def read_manifest_file(p: Path, where: str) -> Manifest:
+    """The validated manifest in the file ``p`` (``where`` names it in errors)."""
     raw = load_manifest(p)
     version = raw.get("format_version") if isinstance(raw, dict) else None
     if version != FORMAT_VERSION:
-        raise PredictError(f"{p}: format_version={version!r}, this code reads {FORMAT_VERSION}; "
+        raise PredictError(f"{where}: format_version={version!r}, this code reads {FORMAT_VERSION}; "
                            "write the predictions again with this version")
     try:
         return Manifest.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        raise PredictError(f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise PredictError(f"{where}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 def _checked(root: Path, entry: FileEntry, verify: bool) -> Path:
@@ -159,13 +187,49 @@ def _read_shard(root: Path, m: Manifest, shard: Shard, part: str, verify: bool) 
     return arr
 
 
-def read_predictions(path: str | Path, *, verify: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def fetch_predictions(uri: str, storage_options: Mapping[str, Any] | None = None) -> Path:
+    """The local copy of the prediction directory at ``uri`` in an object store: every file
+    its ``manifest.json`` lists fetched into ``gnntrain-scratch/cache`` under the temp
+    directory, each checked against its size and SHA-256 on the way in (a local copy that
+    already matches is kept), the manifest last."""
+    from gnntrain.rundir_store import staging_dir
+
+    store = open_store(uri, storage_options)
+    if not store.exists("manifest.json"):
+        raise PredictError(f"{store.uri!r} is not a prediction directory (no manifest.json)")
+    data = store.read_bytes("manifest.json")
+    local = staging_dir(store.uri, None, "cache")
+    local.mkdir(parents=True, exist_ok=True)
+    (local / "manifest.json").unlink(missing_ok=True)
+    atomic_write_bytes(local / ".manifest.json", data)
+    m = read_manifest_file(local / ".manifest.json", store.uri)
+    for shard in m.shards:
+        for f in shard.files.values():
+            dest = local / f.name
+            try:
+                verify_file(dest, f.bytes, f.sha256)
+            except FileMismatch:
+                try:
+                    store.fetch(f.name, dest, f.bytes, f.sha256)
+                except FileMismatch:
+                    raise PredictError(f"{store.uri}/{f.name}: differs from manifest.json (changed "
+                                       "after writing); write the predictions again") from None
+    os.replace(local / ".manifest.json", local / "manifest.json")
+    return local
+
+
+def read_predictions(path: str | Path, *, verify: bool = True,
+                     storage_options: Mapping[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, values)`` of a prediction directory, sorted by original node id.
 
     Reads one shard at a time into the preallocated result (values are never held
     twice); ``verify`` checks every file's SHA-256 against the manifest first. A node id
-    that appears twice is an error.
+    that appears twice is an error. ``path`` may be an object-store URI (reached with
+    ``storage_options``): its files are fetched first (:func:`fetch_predictions`), each
+    checked on the way in.
     """
+    if is_remote(path):
+        path, verify = fetch_predictions(str(path), storage_options), False  # checked while fetched
     root = Path(path)
     m = read_manifest(root)
     all_ids = np.concatenate([np.asarray(_read_shard(root, m, s, "ids", verify), dtype=np.int64)

@@ -19,6 +19,7 @@ from gnntrain.predict.format import (
     Shard,
     write_manifest_file,
 )
+from partition.storage import is_remote, open_store
 
 if TYPE_CHECKING:
     from gnntrain.config import RunConfig
@@ -40,11 +41,15 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             single_process: bool = False, model: ModelSpec | None = None,
             task: Task | None = None, graph: Graph | None = None, progress: bool = True,
             console: Any = None, checkpoint: str = "best",
-            storage_options: Mapping[str, Any] | None = None) -> Path:
-    """Write ``what`` for every node of the run in ``run_dir``; returns the output directory.
+            storage_options: Mapping[str, Any] | None = None) -> Path | str:
+    """Write ``what`` for every node of the run in ``run_dir``; returns the output directory
+    (its URI when ``out`` is one).
 
     ``run_dir`` may be a run's URI in an object store, read with ``storage_options``
-    (:func:`open_run`; ``out`` is then required).
+    (:func:`open_run`; ``out`` is then required). ``out`` may be an object-store URI
+    (``s3://bucket/predictions/logits``, reached with ``storage_options``): each worker
+    uploads its own shard there and the manifest goes last, so the directory is complete
+    exactly when ``manifest.json`` is there; ``read_predictions`` reads it back.
 
     ``checkpoint``: ``best`` (the epoch with the best validation metric, where the run
     kept one: ``train.keep_best``; else the newest) or ``last`` (the newest).
@@ -84,8 +89,9 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
                                f"(--what {what!r} is computed from the last layer)")
         if what != "node_embedding":
             _check_what(task, what)
+    remote_out = out is not None and is_remote(out)
     if out is not None:
-        _check_out(Path(out), force)
+        _check_out(out, force, storage_options)
     ckpt = load_trained(run, checkpoint)
     if ckpt is None:
         raise PredictError(f"run_dir={str(run.path)!r}: no checkpoint in {run.path / 'checkpoints'} "
@@ -103,21 +109,31 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
         in_dim, num_classes = pset.num_features, pset.num_classes
     num_layers = _check_model(spec, cfg, task, cfg.model.input_dim(in_dim), num_classes, ckpt["model"])
     layer = _resolve_layer(what, layer, num_layers, cfg.model.node_embedding is not None)
-    out_path = Path(out) if out is not None else run.path / "predictions" / (
+    out_path = Path(out) if out is not None and not remote_out else run.path / "predictions" / (
         f"embeddings-layer{layer}" if what == "embeddings" else what)
-    _check_out(out_path, force)
+    target = str(out) if remote_out else str(out_path)
+    if not remote_out:
+        _check_out(out_path, force)
 
     workers = 1 if single_process else cfg.cluster.workers
     console.print(f"predicting {what}" + (f" (rows after layer {layer})" if what == "embeddings" else "")
                   + f" with {workers} worker(s), layer-wise inference, checkpoint after epoch "
                   f"{int(ckpt['epochs_done'])}")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out_path.name}-", dir=out_path.parent))
+    if remote_out:  # the shards go straight to the store; a replaced directory loses its manifest first
+        store = open_store(target, storage_options)
+        for name in ["manifest.json", *sorted(set(store.names()) - {"manifest.json"})]:
+            store.remove(name)
+    else:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out_path.name}-", dir=None if remote_out else out_path.parent))
+    shard_dir = target if remote_out else str(tmp.resolve())
+    options = dict(storage_options or {}) if remote_out else None
     try:
         if graph is not None:
             from gnntrain.runtime.group import LocalGroup
 
-            shards = _infer(LocalGroup(cfg, graph, spec, task), run, ckpt, what, layer, tmp, fmt, progress)
+            shards = _infer(LocalGroup(cfg, graph, spec, task), run, ckpt, what, layer, shard_dir, fmt, options,
+                            progress)
         else:
             assert pset is not None
             from gnntrain.runtime.cluster import ray_session
@@ -126,7 +142,7 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             with ray_session(cfg.cluster, workers):
                 group = RayGroup(cfg, pset.location, workers, spec, task)  # absolute or a URI: workers start elsewhere
                 try:
-                    shards = _infer(group, run, ckpt, what, layer, tmp, fmt, progress)
+                    shards = _infer(group, run, ckpt, what, layer, shard_dir, fmt, options, progress)
                 finally:
                     group.shutdown()
         manifest = Manifest(
@@ -135,20 +151,25 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
             total_rows=sum(int(s["rows"]) for s in shards), shards=[Shard(**s) for s in shards],
             run_dir=run.location if run.mirror is not None else str(run.path.resolve()), checkpoint_epoch=int(ckpt["epochs_done"]), workers=workers)
         write_manifest_file(tmp, manifest)
-        from partition.build import move_into_place
+        if remote_out:
+            store.put("manifest.json", tmp / "manifest.json")  # last: the directory is complete
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            from partition.build import move_into_place
 
-        move_into_place(tmp, out_path)  # the same atomic rename partition sets use
+            move_into_place(tmp, out_path)  # the same atomic rename partition sets use
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    console.print(f"wrote {manifest.total_rows:,} rows x {manifest.width} ({what}) to {out_path}")
-    return out_path
+    console.print(f"wrote {manifest.total_rows:,} rows x {manifest.width} ({what}) to {target}")
+    return target if remote_out else out_path
 
 
-def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, layer: int, tmp: Path,
-           fmt: str, progress: bool = False) -> list[dict[str, Any]]:
+def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, layer: int, shard_dir: str,
+           fmt: str, storage_options: dict[str, Any] | None, progress: bool = False) -> list[dict[str, Any]]:
     """Load the checkpoint into every worker, run the layers needed, have each worker
-    write its shard into ``tmp``; returns the shards' manifest entries in part order."""
+    write its shard into ``shard_dir`` (a local directory or an object-store URI);
+    returns the shards' manifest entries in part order."""
     from gnntrain.config import load_config
     from gnntrain.runtime.driver import restore, run_layers
 
@@ -156,7 +177,7 @@ def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, lay
     if what != "node_embedding":
         run_layers(group, layer if what == "embeddings" else group.num_layers, phase="prediction",
                    progress=progress)
-    shards: list[dict[str, Any]] = group.call("export", str(tmp.resolve()), what, layer, fmt,
+    shards: list[dict[str, Any]] = group.call("export", shard_dir, what, layer, fmt, storage_options,
                                               phase="prediction export")
     return sorted(shards, key=lambda s: int(s["part"]))
 
@@ -166,14 +187,14 @@ def open_run(run_dir: str | Path, storage_options: Mapping[str, Any] | None = No
     """The run to predict with. A run in an object store (``s3://.../runs/<name>-<stamp>``,
     reached with ``storage_options``) is fetched into a local cache (its config and newest
     and best checkpoints, checked against their manifests); its predictions go to ``out``,
-    a local path, which it then requires."""
+    a local path or an object-store URI, which it then requires."""
     from gnntrain.rundir import RunDir
     from partition.storage import is_remote
 
     if is_remote(run_dir):
         if out is None:
-            raise PredictError(f"run_dir={str(run_dir)!r} is in an object store and predictions are "
-                               "written locally: give --out, a local path")
+            raise PredictError(f"run_dir={str(run_dir)!r} is in an object store: give --out, a local path "
+                               "or an object-store URI, for the predictions")
         try:
             return RunDir.open(str(run_dir), storage_options=storage_options, kind="cache", what="run_dir")
         except FileNotFoundError as e:
@@ -195,7 +216,18 @@ def _check_what(task: Task, what: str) -> None:
         raise PredictError(str(e)) from None
 
 
-def _check_out(out: Path, force: bool) -> None:
+def _check_out(out: str | Path, force: bool, storage_options: Mapping[str, Any] | None = None) -> None:
+    if is_remote(out):
+        store = open_store(str(out), storage_options)
+        names = store.names()
+        if names and not force:
+            raise PredictError(f"--out {store.uri!r} exists; pass --force to replace it or choose "
+                               "another URI")
+        if names and not store.exists("manifest.json"):
+            raise PredictError(f"--out {store.uri!r} exists and is not a prediction directory "
+                               "(no manifest.json); --force only replaces earlier predictions")
+        return
+    out = Path(out)
     if not out.exists():
         return
     if not force:

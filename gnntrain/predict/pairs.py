@@ -30,6 +30,7 @@ import numpy as np
 
 from gnntrain.predict.format import PredictError, read_predictions
 from gnntrain.predict.nodes import open_run, predict
+from partition.storage import is_remote
 
 if TYPE_CHECKING:
     from gnntrain.models import ModelSpec
@@ -105,6 +106,9 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     from gnntrain.config import load_config
     from gnntrain.tasks import LinkPrediction, build_task
 
+    if out is not None and is_remote(out):
+        raise PredictError(f"--out {str(out)!r}: with --pairs the output is one local file (.csv, .tsv "
+                           "or .npy); copy it to the store afterwards")
     run = open_run(run_dir, storage_options, out)
     cfg = load_config(raw=run.read_config_raw())
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
@@ -130,7 +134,7 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     try:
         rows = predict(run.path, "logits", out=tmp / "rows", single_process=single_process,
                        model=model, task=task, graph=graph, progress=progress)
-        ids, values = read_predictions(rows)
+        ids, values = read_predictions(rows)  # a local directory: out was local
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     assert np.array_equal(ids, np.arange(num_nodes)), "every node's row, once"

@@ -14,7 +14,6 @@ directory, keyed by original node ids; the layout is documented in :mod:`gnntrai
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from gnntrain.models import (
     input_encoder,
 )
 from gnntrain.precision import resolve_precision
-from gnntrain.predict.format import write_shard
+from gnntrain.predict.format import export_shard
 from gnntrain.runtime.codec import decode
 from gnntrain.runtime.part_access import PartAccess
 from gnntrain.tasks import SPLITS, Task
@@ -196,17 +195,19 @@ class Evaluator:
         out = self.task.predict(torch.from_numpy(self.hidden[max(self.hidden)]), what)
         return np.ascontiguousarray(out.detach().cpu().numpy())
 
-    def export(self, out_dir: str, what: str, layer: int, fmt: str) -> dict[str, Any]:
+    def export(self, out_dir: str, what: str, layer: int, fmt: str,
+               storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write this worker's rows of ``what`` into ``out_dir`` as shard ``part-<p>``
-        (see :func:`write_shard`) and free the layer outputs; returns the shard's manifest
-        entry. ``out_dir`` must be a directory every worker can write (one machine, or a
+        (see :func:`~gnntrain.predict.format.export_shard`) and free the layer outputs;
+        returns the shard's manifest entry. ``out_dir`` is an object-store URI (reached with
+        ``storage_options``) or a directory every worker can write (one machine, or a
         shared file system on a cluster)."""
         part = self.access.part
         self.access.progress.set("export")
         try:
             values = self.rows(what, layer)
-            return write_shard(Path(out_dir), part.part_id, np.asarray(part.orig_ids, dtype=np.int64),
-                               values, fmt)
+            return export_shard(out_dir, part.part_id, np.asarray(part.orig_ids, dtype=np.int64), values, fmt,
+                                storage_options)
         finally:
             self._release()
 

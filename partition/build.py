@@ -44,6 +44,7 @@ from partition.storage import LocalStore, Store, is_remote, local_path, open_sto
 from partition.store import PartitionSet, open_partition_set, settings_of
 
 __all__ = ["Renumbering", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
+           "put_npy",
            "set_key", "set_path", "set_prefix", "write_meta"]
 
 
@@ -155,7 +156,9 @@ def part_files(p: int, book: PartitionBook, indptr: np.ndarray, indices: np.ndar
                               **{split: int(splits[split].shape[0]) for split in ("train", "val", "test")})
 
 
-def _put_npy(dest: Store, rel: str, arr: np.ndarray) -> FileEntry:
+def put_npy(dest: Store, rel: str, arr: np.ndarray) -> FileEntry:
+    """Write ``arr`` as the ``.npy`` file ``rel`` of ``dest`` (a local directory or a store),
+    checksummed on the way out."""
     with dest.open_write(rel) as f:
         return write_npy_to(f, arr)
 
@@ -173,7 +176,7 @@ class _Writer:
         self.files: dict[str, FileEntry] = {}
 
     def submit(self, rel: str, arr: np.ndarray) -> None:
-        self.pending.append((rel, self.pool.submit(_put_npy, self.dest, rel, arr)))
+        self.pending.append((rel, self.pool.submit(put_npy, self.dest, rel, arr)))
 
     def drain(self) -> None:
         for rel, fut in self.pending:

@@ -17,6 +17,11 @@ owns ``[offsets_t[p], offsets_t[p + 1])``; :class:`~partition.hetero_book.Hetero
     ├── meta.json                   the HeteroPartitionMeta below (JSON)
     ├── types/<t>/new_ids.npy       int64 [N_t]        new id of each original id of type t
     ├── types/<t>/orig_ids.npy      int64 [N_t]        original id of each new id
+    ├── global_degrees.npy          int64 [N]          in-degree (all relations) of every node,
+    │                                                  homogeneous numbering (parts in order, each
+    │                                                  part's types in node_types order); sets
+    │                                                  written before it was added lack it and
+    │                                                  sum it from the parts' indptr files
     └── part-<p>/                   one per part p = 0 .. k-1
         ├── nodes/<t>/orig_ids.npy      int64 [n_pt]        original ids of the owned t nodes
         ├── nodes/<t>/x.npy             float32 [n_pt, F_t] features (featured types only)
@@ -42,6 +47,12 @@ book's ``part_type_range``); row ``r`` of ``rel/<R>/indptr`` is the ``dst`` node
 ``parts`` (per part: ``nodes``, ``halo`` per type; ``edges``, ``cut_edges`` per relation;
 ``train``, ``val``, ``test``), ``files`` (per file: sha256, bytes, dtype, shape),
 ``steps``, ``created_utc``, ``library`` and ``meta_sha256`` (as in format 1).
+
+A set may live in an object store (``partition.root: s3://bucket/prefix``): the writer
+uploads each file as it is written and ``meta.json`` last (a set is complete exactly when
+its manifest is there), and a reader stages the set-level files
+(:func:`~partition.staging.stage_set`; a worker stages its own part,
+:func:`~partition.staging.stage_part`), as for format 1.
 """
 
 from __future__ import annotations
@@ -58,17 +69,19 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from partition import _kernels
-from partition.build import Renumbering, cleaned_on_failure, make_tmp, move_into_place
+from partition.build import Renumbering, cleaned_on_failure, make_tmp, move_into_place, put_npy
 from partition.config import PartitionConfig
 from partition.errors import PartitionChecksumError, PartitionError, PartitionFormatError
-from partition.format import FileEntry, check_present, meta_digest, read_npy, write_npy
+from partition.format import FileEntry, check_present, meta_digest, read_npy
 from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
 from partition.hetero_graph import EdgeType, HeteroGraph, RelationCSR
 from partition.hetero_methods import assign_hetero_parts, relation_key
-from partition.manifest import read_manifest, write_manifest
+from partition.manifest import manifest_bytes, read_manifest
 from partition.paths import check_component, join_under
+from partition.staging import Staged, stage_set
 from partition.steps import StepRecorder, StepStat
+from partition.storage import LocalStore, Store, is_remote, open_store
 from partition.store import settings_of
 
 __all__ = ["TYPED_FORMAT_VERSION", "HeteroPart", "HeteroPartitionMeta", "HeteroPartitionSet",
@@ -183,7 +196,7 @@ def _part_arrays(graph: HeteroGraph, ren: dict[str, Renumbering], book: HeteroPa
     return arrays, HeteroPartCounts(nodes=nodes, halo=halo, edges=edges, cut_edges=cut, **sizes)
 
 
-def _write_set(tmp: Path, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[str, np.ndarray],
+def _write_set(dest: Store, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[str, np.ndarray],
                rec: StepRecorder, key: str) -> None:
     k = cfg.parts
     with rec("renumber"):
@@ -195,11 +208,11 @@ def _write_set(tmp: Path, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[
     files: dict[str, FileEntry] = {}
 
     def put(rel: str, arr: np.ndarray) -> None:
-        path = join_under(tmp, rel + ".npy", "partition file (node type or relation name)")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        files[rel + ".npy"] = write_npy(path, arr)
+        files[rel + ".npy"] = put_npy(dest, rel + ".npy", arr)
 
     counts = []
+    homogeneous = book.homogeneous_book
+    degrees = np.zeros(int(homogeneous.offsets[-1]), dtype=np.int64)
     with rec("write"):
         for t in graph.node_types:
             put(f"types/{t}/new_ids", ren[t].new_of)
@@ -207,8 +220,13 @@ def _write_set(tmp: Path, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[
         for p in range(k):
             arrays, c = _part_arrays(graph, ren, book, p, new_splits)
             counts.append(c)
+            start = int(homogeneous.offsets[p])
+            for et in graph.edge_types:
+                lo, hi = book.part_type_range(p, et[2])
+                degrees[start + lo:start + hi] += np.diff(arrays[f"rel/{relation_key(et)}/indptr"])
             for name, arr in arrays.items():
                 put(f"part-{p}/{name}", arr)
+        put("global_degrees", degrees)
     relations = [RelationMeta(src=s, rel=r, dst=d, num_edges=graph.relations[(s, r, d)].num_edges,
                               cut_edges=sum(c.cut_edges[relation_key((s, r, d))] for c in counts))
                  for (s, r, d) in graph.edge_types]
@@ -222,7 +240,7 @@ def _write_set(tmp: Path, graph: HeteroGraph, cfg: PartitionConfig, parts: dict[
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         library={"numpy": np.__version__, "format": str(TYPED_FORMAT_VERSION)})
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
-    write_manifest(tmp / "meta.json", meta.model_dump(mode="json"))
+    dest.write_bytes("meta.json", manifest_bytes(meta.model_dump(mode="json")))  # last
 
 
 def build_hetero_partition_set(graph: HeteroGraph, cfg: PartitionConfig, root: str | Path | None = None,
@@ -235,10 +253,14 @@ def build_hetero_partition_set(graph: HeteroGraph, cfg: PartitionConfig, root: s
         check_component(f"node type {t!r}", t)
     for et in graph.edge_types:
         check_component(f"relation {et}", relation_key(et))
-    root = Path(cfg.root if root is None else root)
+    where = cfg.root if root is None else root
     rec = StepRecorder()
     with rec("hash"):
         name = _set_name(graph, cfg)
+    if is_remote(where):
+        return _build_in_store(graph, cfg, open_store(where, cfg.storage_options).child(name), rec,
+                               force=force, training=training)
+    root = Path(where)
     path = join_under(root, name, "partition set name (dataset.name)")
     if path.exists() and not force:
         pset = open_hetero_partition_set(path, expect_graph_hash=graph.content_hash())
@@ -248,9 +270,25 @@ def build_hetero_partition_set(graph: HeteroGraph, cfg: PartitionConfig, root: s
     tmp = make_tmp(root, name.rsplit("-", 1)[0])
     with cleaned_on_failure(tmp, root):
         parts = assign_hetero_parts(graph, cfg, steps=rec, training=training)
-        _write_set(tmp, graph, cfg, parts, rec, name.rsplit("-", 1)[-1])
+        _write_set(LocalStore(tmp), graph, cfg, parts, rec, name.rsplit("-", 1)[-1])
         move_into_place(tmp, path)
     return open_hetero_partition_set(path, expect_graph_hash=graph.content_hash())
+
+
+def _build_in_store(graph: HeteroGraph, cfg: PartitionConfig, dest: Store, rec: StepRecorder, *, force: bool,
+                    training: Graph | None) -> HeteroPartitionSet:
+    """Build the set straight into an object store (no local copy; ``meta.json`` last), or
+    reuse the complete one there; a forced rebuild deletes the old manifest first."""
+    options = cfg.storage_options
+    if not force and dest.exists("meta.json"):
+        pset = open_hetero_partition_set(dest.uri, expect_graph_hash=graph.content_hash(), storage_options=options)
+        pset.check_files()
+        pset.reused = True
+        return pset
+    dest.remove("meta.json")
+    parts = assign_hetero_parts(graph, cfg, steps=rec, training=training)
+    _write_set(dest, graph, cfg, parts, rec, dest.uri.rsplit("-", 1)[-1])
+    return open_hetero_partition_set(dest.uri, expect_graph_hash=graph.content_hash(), storage_options=options)
 
 
 @dataclass(frozen=True, eq=False)
@@ -283,9 +321,16 @@ class HeteroPartitionSet:
         self.meta = meta
         self.book = HeteroPartitionBook([t.name for t in meta.node_types], meta.counts)
         self.reused = False
+        self.remote: Store | None = None  # the object store the set-level files were staged from
+        self.staged: Staged | None = None  # what staging the set-level files from it did
+
+    @property
+    def location(self) -> str:
+        """Where workers open the set: its URI in an object store, else its absolute path."""
+        return self.remote.uri if self.remote is not None else str(self.path.resolve())
 
     def __repr__(self) -> str:
-        return f"HeteroPartitionSet({str(self.path)!r}, method={self.meta.method!r}, k={self.num_parts})"
+        return f"HeteroPartitionSet({self.location!r}, method={self.meta.method!r}, k={self.num_parts})"
 
     @property
     def num_parts(self) -> int:
@@ -343,14 +388,28 @@ class HeteroPartitionSet:
         return part
 
     def check_files(self) -> None:
-        """Every file present with its recorded size (checksums are checked on load)."""
+        """Every file present with its recorded size (checksums are checked on load); for a
+        set in an object store, the sizes of the objects there."""
         for rel, entry in self.meta.files.items():
-            check_present(self.path, rel, entry)
+            if self.remote is None:
+                check_present(self.path, rel, entry)
+            elif self.remote.size(rel) != entry.bytes:
+                raise PartitionChecksumError(f"partition file {self.remote.uri}/{rel} is missing or not "
+                                             f"{entry.bytes} bytes as meta.json records; {REBUILD}")
 
 
-def open_hetero_partition_set(path: str | Path, *, expect_graph_hash: str | None = None) -> HeteroPartitionSet:
+def open_hetero_partition_set(path: str | Path, *, expect_graph_hash: str | None = None,
+                              storage_options: dict[str, Any] | None = None,
+                              scratch: str | Path | None = None) -> HeteroPartitionSet:
     """Open a typed set; refuse another format version (a homogeneous set, an older typed
-    set), an edited ``meta.json`` or a set of another graph, naming the rebuild command."""
+    set), an edited ``meta.json`` or a set of another graph, naming the rebuild command. A
+    set in an object store has its set-level files staged to ``scratch`` first (no part's
+    file); ``remote`` is then its store."""
+    if is_remote(path):
+        staged = stage_set(path, (), scratch=scratch, storage_options=storage_options)
+        pset = open_hetero_partition_set(staged.path, expect_graph_hash=expect_graph_hash)
+        pset.remote, pset.staged = open_store(path, storage_options), staged
+        return pset
     root = Path(path)
     meta_path = root / "meta.json"
     if not meta_path.is_file():

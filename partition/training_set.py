@@ -32,7 +32,6 @@ import numpy as np
 
 from partition.book import PartitionBook
 from partition.config import PartitionConfig
-from partition.errors import PartitionError
 from partition.feature_rows import TypedRows, used_width
 from partition.graph import Graph
 from partition.hetero_book import HeteroPartitionBook
@@ -45,7 +44,7 @@ from partition.hetero_store import (
     build_hetero_partition_set,
     open_hetero_partition_set,
 )
-from partition.storage import is_remote
+from partition.staging import Staged
 from partition.store import Part, PartitionSet, check_ids, open_partition_set
 
 __all__ = ["TrainingSet", "TypedTrainingSet", "build_training_set", "open_training_set", "trains_typed"]
@@ -55,7 +54,7 @@ class TypedTrainingSet:
     """A typed (format-2) set in the homogeneous numbering the runtime trains on.
 
     Offers what the runtime reads of a :class:`~partition.store.PartitionSet`: ``path``,
-    ``meta``, ``book``, ``num_parts``, ``num_classes``, ``num_features``, ``reused``,
+    ``location``, ``staged``, ``meta``, ``book``, ``num_parts``, ``num_classes``, ``num_features``, ``reused``,
     :meth:`load_part`, :meth:`global_degrees`, :meth:`node_types`, :meth:`new_id_map`,
     :meth:`new_ids`, :meth:`orig_ids`, :meth:`assignment` and :meth:`check_files`."""
 
@@ -75,11 +74,16 @@ class TypedTrainingSet:
 
     @property
     def location(self) -> str:
-        """Where workers open the set (typed sets are local only)."""
-        return str(self.path.resolve())
+        """Where workers open the set: its URI in an object store, else its absolute path."""
+        return self.typed.location
+
+    @property
+    def staged(self) -> Staged | None:
+        """What staging the set-level files from an object store did (None for a local set)."""
+        return self.typed.staged
 
     def __repr__(self) -> str:
-        return f"TypedTrainingSet({str(self.path)!r}, method={self.meta.method!r}, k={self.num_parts})"
+        return f"TypedTrainingSet({self.location!r}, method={self.meta.method!r}, k={self.num_parts})"
 
     @property
     def reused(self) -> bool:
@@ -155,7 +159,10 @@ class TypedTrainingSet:
 
     def global_degrees(self) -> np.ndarray:
         """In-degree (all relations) of every node in the homogeneous numbering, int64
-        ``[N]``: summed from every part's relation row offsets (no edge is read)."""
+        ``[N]``: the set's ``global_degrees.npy``, or for a set written before it was added,
+        summed from every part's relation row offsets (no edge is read)."""
+        if self._degrees is None and "global_degrees.npy" in self.meta.files:
+            self._degrees = np.asarray(self.typed._array("global_degrees.npy"), dtype=np.int64)
         if self._degrees is None:
             hb = self.typed_book
             deg = np.zeros(self.num_nodes, dtype=np.int64)
@@ -225,9 +232,6 @@ def build_training_set(graph: Graph, cfg: PartitionConfig, root: str | Path | No
     """Build (or reuse) the set ``graph`` trains on: typed for a typed graph
     (:func:`trains_typed`), format 1 otherwise."""
     if trains_typed(graph):
-        if is_remote(cfg.root if root is None else root):
-            raise PartitionError(f"partition.root={cfg.root!r}: typed graphs are partitioned to a "
-                                 "local (or shared) directory only; give a local partition.root")
         return TypedTrainingSet(build_hetero_partition_set(from_training_graph(graph), cfg, root, force=force,
                                                            training=graph))
     from partition.build import build_partition_set

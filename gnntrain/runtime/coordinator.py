@@ -156,7 +156,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
             with ray_session(cfg.cluster, workers):
                 pset, report = built if built is not None else _partition(cfg, chunks, progress)
                 task = task.placed(pset.new_id_map())  # a node task keeps nothing of it
-                coordinator_staged = getattr(pset, "staged", None)  # a typed or chunked set: never staged
+                coordinator_staged = getattr(pset, "staged", None)  # a chunked set: never staged
                 write_report(report, run.path)
                 partition_report = report.model_dump(mode="json")
                 # absolute (or a URI): the workers of a cluster the run joined start elsewhere

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from gnntrain.runtime.coordinator import run_training
 from tests.conftest import make_graph
 from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
@@ -48,3 +50,30 @@ def test_two_workers_from_s3_equal_the_local_run(ray_local: None, tmp_path: Path
     report = json.loads((Path(again["run_dir"]) / "partition.json").read_text())
     assert report["partition_path"].startswith(f"{uri}/parts/")
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+
+
+def test_a_typed_set_in_s3_trains_two_workers_like_the_local_set(ray_local: None, tmp_path: Path,
+                                                                 s3_bucket: tuple[str, dict[str, object]]) -> None:
+    """A typed (format-2) set written straight to the store and trained from it: the same
+    parameters as from a local set, each worker staged its own part and the set-level files
+    (the in-degrees among them), the coordinator no part."""
+    from partition import build_training_set
+    from tests.runtime.test_typed_training import GRAPH, typed_cfg
+
+    uri, options = s3_bucket
+    local = run_training(typed_cfg(tmp_path / "local", workers=2), graph=GRAPH, progress=False)
+    s3_cfg = typed_cfg(tmp_path / "s3", f"partition.root={uri}/parts", f"partition.storage_options={json.dumps(options)}",
+                       f"cluster.scratch_dir={tmp_path / 'scratch'}", workers=2)
+    remote = run_training(s3_cfg, graph=GRAPH, progress=False)
+    assert_same_state(final_state(remote), final_state(local), world=2)
+    assert [sorted({f.split("/")[0] for f in w["fetched"] if f.startswith("part-")})
+            for w in remote["staging"][0]["workers"]] == [["part-0"], ["part-1"]]
+    assert "global_degrees.npy" in remote["staging"][0]["workers"][0]["fetched"]
+    assert not [f for f in remote["staging_coordinator"]["fetched"] if f.startswith("part-")]
+
+    # the set in the store is reused; its in-degrees are the graph's, in the set's numbering
+    pset = build_training_set(GRAPH, s3_cfg.partition)
+    assert pset.reused and pset.location.startswith(f"{uri}/parts/")
+    want = np.empty(GRAPH.num_nodes, dtype=np.int64)
+    want[pset.new_id_map()] = GRAPH.in_degrees()
+    np.testing.assert_array_equal(pset.global_degrees(), want)

@@ -14,11 +14,18 @@ bytes, the files it found staged, its seconds) comes back with the path, as a
 
 Works for both set formats (``files`` in ``meta.json`` maps each relative path to its
 ``bytes`` and ``sha256``; a part's files are under ``part-<p>/``).
+
+Staged sets stay on the node for the next run. With ``max_bytes`` (``cluster.scratch_max_gb``)
+staging first removes the least recently used other staged sets under the scratch
+directory until they and the set being staged fit (:func:`evict_staged`); a set used in the
+last :data:`EVICT_MIN_AGE_S` seconds is never removed (another run on the node may be
+staging it), nor is the set being staged, so the limit can be exceeded by what is in use.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -38,10 +45,14 @@ from partition.storage import (
     open_store,
 )
 
-__all__ = ["Staged", "stage_part", "stage_set", "wanted_files"]
+__all__ = ["EVICT_MIN_AGE_S", "Staged", "evict_staged", "stage_part", "stage_set", "wanted_files"]
 
 FETCH_THREADS = 8
 """Files of a part copied at once."""
+EVICT_MIN_AGE_S = 60.0
+"""A staged set used this recently is never evicted (another run on the node may be staging it)."""
+LAST_USED = ".last-used"
+"""The file in a staged set whose modification time is the set's last use."""
 
 _REBUILD = "the set is damaged: rebuild it (python -m partition --config <dataset.yaml> --force)"
 
@@ -51,8 +62,9 @@ class Staged:
     """The local directory of a set, and what staging it did: ``fetched`` the files copied
     from the store (relative names, manifest order) and ``fetched_bytes`` their size,
     ``reused`` the files found already staged, ``seconds`` the wall time, of which
-    ``open_seconds`` opening the store and reading its manifest. A local set has ``source``
-    None and nothing fetched."""
+    ``open_seconds`` opening the store and reading its manifest, ``evicted`` the other staged
+    sets removed first to stay within the scratch limit. A local set has ``source`` None and
+    nothing fetched."""
 
     path: Path
     source: str | None = None
@@ -61,6 +73,7 @@ class Staged:
     reused: list[str] = field(default_factory=list)
     seconds: float = 0.0
     open_seconds: float = 0.0
+    evicted: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "path": str(self.path)}
@@ -89,18 +102,49 @@ def _manifest(store: Store) -> tuple[bytes, dict[str, Any]]:
     return raw, meta
 
 
+def _bytes_under(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _last_used(path: Path) -> float:
+    marker = path / LAST_USED
+    return (marker if marker.is_file() else path / "meta.json").stat().st_mtime
+
+
+def evict_staged(scratch: Path, keep: Path, max_bytes: int, needed: int = 0) -> list[str]:
+    """Remove staged sets under ``scratch`` other than ``keep``, least recently used first
+    and none used in the last :data:`EVICT_MIN_AGE_S` seconds, until the staged sets plus
+    ``needed`` more bytes fit in ``max_bytes``; the names of the sets removed."""
+    staged = [d for d in scratch.iterdir() if d.is_dir() and (d / "meta.json").is_file()] if scratch.is_dir() else []
+    sizes = {d: _bytes_under(d) for d in staged}
+    total = sum(sizes.values()) + needed
+    now, removed = time.time(), []
+    for d in sorted((d for d in staged if d != keep), key=_last_used):
+        if total <= max_bytes:
+            break
+        if now - _last_used(d) < EVICT_MIN_AGE_S:
+            continue
+        (d / "meta.json").unlink()  # no longer a staged set, whatever happens to the rest
+        shutil.rmtree(d, ignore_errors=True)
+        total -= sizes[d]
+        removed.append(d.name)
+    return removed
+
+
 def stage_set(uri: str | Path, parts: Iterable[int], *, scratch: str | Path | None = None,
-              storage_options: Mapping[str, Any] | None = None) -> Staged:
+              storage_options: Mapping[str, Any] | None = None, max_bytes: int | None = None) -> Staged:
     """The local directory holding the set at ``uri`` for a reader of ``parts``: ``uri``
     itself when it is local, else a staged copy of the set-level files and those parts'
-    files under ``scratch`` (default :func:`~partition.storage.default_scratch`)."""
+    files under ``scratch`` (default :func:`~partition.storage.default_scratch`), after
+    evicting other staged sets beyond ``max_bytes`` (module docstring)."""
     if not is_remote(uri):
         return Staged(local_path(uri))
     t0 = time.perf_counter()
     store = open_store(uri, storage_options)
     raw, meta = _manifest(store)
     name = check_component("partition set name", str(uri).rstrip("/").rsplit("/", 1)[-1])
-    local = Path(scratch if scratch is not None else default_scratch()) / f"{name}-{meta['meta_sha256'][:16]}"
+    root = Path(scratch if scratch is not None else default_scratch())
+    local = root / f"{name}-{meta['meta_sha256'][:16]}"
     staged = Staged(local, store.uri, open_seconds=time.perf_counter() - t0)
     todo: list[tuple[str, int, str, Path]] = []
     for rel in wanted_files(meta["files"], parts):
@@ -110,6 +154,9 @@ def stage_set(uri: str | Path, parts: Iterable[int], *, scratch: str | Path | No
             staged.reused.append(rel)  # by an earlier run (or a worker beside this one); verified on load
         else:
             todo.append((rel, size, sha, dest))
+
+    if max_bytes is not None:
+        staged.evicted = evict_staged(root, local, max_bytes, sum(size for _, size, *_ in todo))
 
     def fetch(item: tuple[str, int, str, Path]) -> None:
         rel, size, sha, dest = item
@@ -134,11 +181,12 @@ def stage_set(uri: str | Path, parts: Iterable[int], *, scratch: str | Path | No
     staged.fetched_bytes = sum(size for _, size, *_ in todo)
     if not (local / "meta.json").is_file() or (local / "meta.json").read_bytes() != raw:
         atomic_write_bytes(local / "meta.json", raw)
+    (local / LAST_USED).touch()
     staged.seconds = time.perf_counter() - t0
     return staged
 
 
 def stage_part(uri: str | Path, part: int, *, scratch: str | Path | None = None,
-               storage_options: Mapping[str, Any] | None = None) -> Staged:
+               storage_options: Mapping[str, Any] | None = None, max_bytes: int | None = None) -> Staged:
     """:func:`stage_set` for the one part a worker owns."""
-    return stage_set(uri, (part,), scratch=scratch, storage_options=storage_options)
+    return stage_set(uri, (part,), scratch=scratch, storage_options=storage_options, max_bytes=max_bytes)

@@ -246,6 +246,11 @@ class ClusterConfig(Frozen):
                                     "stages its own part of a partition set on object storage "
                                     "(partition.root=s3://...), reused by the next run on the node; "
                                     "None: gnntrain-scratch under the node's temp directory")
+    scratch_max_gb: float | None = Field(None, gt=0, description="most GB of staged partition sets "
+                                         "kept under scratch_dir on a node: before a worker stages a "
+                                         "set, the least recently used other staged sets are removed "
+                                         "until it fits (never one used in the last minute); None: "
+                                         "keep every staged set")
     on_worker_loss: Literal["restart", "shrink"] = Field(
         "restart", description="when a failed worker's node has left the cluster and no new node "
         "joins within replace_timeout_s: 'restart' ends the run naming the worker and the node, "

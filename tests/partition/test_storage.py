@@ -4,6 +4,7 @@ manifest last, complete or absent, and staged one part at a time with checksums.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from partition import PartitionConfig, build_partition_set, open_partition_set
 from partition.errors import PartitionChecksumError, PartitionFormatError
-from partition.staging import stage_part
+from partition.staging import LAST_USED, stage_part
 from partition.storage import (
     FsspecStore,
     LocalStore,
@@ -31,7 +32,7 @@ def _cfg(root: str | Path, options: dict[str, object] | None = None) -> Partitio
 
 
 def _staged(local: Path) -> set[str]:
-    return {str(p.relative_to(local)) for p in local.rglob("*") if p.is_file()}
+    return {str(p.relative_to(local)) for p in local.rglob("*") if p.is_file() and p.name != LAST_USED}
 
 
 def test_uris_and_redaction() -> None:
@@ -109,6 +110,30 @@ def test_a_worker_stages_only_its_own_part_once(s3_bucket: S3Bucket, tmp_path: P
     assert fetched == [] and {p: p.stat().st_mtime_ns for p in local.rglob("*.npy")} == mtimes
     part = open_partition_set(local).load_part(1)  # memory-mapped from the local copy
     assert Path(part.x.filename).is_relative_to(local)  # type: ignore[union-attr]
+
+
+def test_staging_evicts_the_least_recently_used_sets_beyond_the_limit(s3_bucket: S3Bucket, tmp_path: Path) -> None:
+    """``cluster.scratch_max_gb``: before a set is staged, the other staged sets are removed,
+    least recently used first, until they fit; never the set being staged, never one used
+    in the last minute. Without a limit nothing is removed."""
+    uri, options = s3_bucket
+    a, b, c = (build_partition_set(make_graph(seed=seed), _cfg(f"{uri}/sets", options)) for seed in (1, 2, 3))
+    scratch = tmp_path / "scratch"
+    staged = [stage_part(p.location, 0, scratch=scratch, storage_options=options) for p in (a, b, c)]
+    now = time.time()
+    for s, age in zip(staged, (300, 200, 10), strict=True):  # a used longest ago, c just now
+        os.utime(s.path / LAST_USED, (now - age, now - age))
+    assert stage_part(a.location, 1, scratch=scratch, storage_options=options).evicted == []  # no limit
+    os.utime(staged[0].path / LAST_USED, (now - 300, now - 300))
+
+    # a limit of one byte: a's part 1 is staged after every other set that may go has gone
+    more = stage_part(a.location, 1, scratch=scratch, storage_options=options, max_bytes=1)
+    assert more.evicted == [staged[1].path.name]  # b; c was used within the minute
+    assert sorted(p.name for p in scratch.iterdir()) == sorted([staged[0].path.name, staged[2].path.name])
+    assert {"part-0", "part-1"} <= {p.name for p in staged[0].path.iterdir()}
+    # b staged again is copied again
+    again = stage_part(b.location, 0, scratch=scratch, storage_options=options)
+    assert again.path == staged[1].path and again.fetched and not again.reused
 
 
 def test_staging_refuses_a_damaged_or_missing_object(s3_bucket: S3Bucket, tmp_path: Path) -> None:

@@ -54,8 +54,10 @@ class WorkerActor:
         self.model_spec = model
         self.task = task
         # a set on object storage: this worker's own part copied to node-local scratch first
+        limit = self.cfg.cluster.scratch_max_gb
         self.staged = stage_part(part_path, rank, scratch=self.cfg.cluster.scratch_dir,
-                                 storage_options=self.cfg.partition.storage_options)
+                                 storage_options=self.cfg.partition.storage_options,
+                                 max_bytes=None if limit is None else int(limit * 1e9))
         pset = open_training_set(self.staged.path)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()

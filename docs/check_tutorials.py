@@ -15,10 +15,18 @@ Markers, each in a comment on the line(s) right above its block:
     the page's working directory when the block runs (the run a tutorial calls
     ``runs/cora-20261130-091500``);
 ``<!-- check setup: COMMAND -->``
-    run the shell ``COMMAND`` first (a file the block reads, such as ``pairs.csv``).
+    run the shell ``COMMAND`` first (a file the block reads, such as ``pairs.csv``);
+``<!-- check file: NAME -->``
+    write the block (any language: a YAML config the page's commands read) to the file
+    ``NAME`` of the page's working directory instead of running it.
 
 A page with nothing that can run here says why at its top: ``<!-- check: none: REASON -->``
-(REASON names the test that runs the same calls instead).
+(REASON names the test that runs the same calls instead). A page whose commands read and
+write object storage says at its top ``<!-- check s3: BUCKET ... -->``: it runs beside an
+S3 server on 127.0.0.1 (:func:`bench.harness.s3.s3_server`) holding those empty buckets,
+with ``AWS_ENDPOINT_URL`` and dummy credentials in its environment, so that its
+``s3://BUCKET/...`` URIs reach that server unchanged; ``{newest:GLOB}`` then also takes
+an ``s3://`` glob (the last match by name: run names end in their time stamp).
 
 Each page runs in a new temporary directory holding links to the repository's
 ``datasets/`` and ``examples/``, with this Python first on ``PATH`` and the repository on
@@ -45,10 +53,11 @@ REPO = Path(__file__).resolve().parent.parent
 TUTORIALS = REPO / "docs" / "tutorials"
 BLOCK_TIMEOUT_S = 900
 
-_MARK = re.compile(r"<!--\s*check(?P<setup>\s+setup)?(?::(?P<arg>.*?))?\s*-->", re.S)
+_MARK = re.compile(r"<!--\s*check(?P<setup>\s+setup)?(?P<file>\s+file)?(?::(?P<arg>.*?))?\s*-->", re.S)
 _FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
 _PAIR = re.compile(r'"((?:[^"\\]|\\.)*)"\s*->\s*"((?:[^"\\]|\\.)*)"')
 _NEWEST = re.compile(r"\{newest:([^}]+)\}")
+_S3 = re.compile(r"<!--\s*check\s+s3:\s*(.*?)\s*-->", re.S)
 
 
 @dataclass
@@ -61,12 +70,13 @@ class Block:
     line: int
     replace: list[tuple[str, str]] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)
+    file: str | None = None
 
     def problems(self) -> list[str]:
         """Replacements whose OLD text the block no longer holds; a language we cannot run."""
         out = [f"{self.page}:{self.line}: replacement {old!r} not in the block" for old, _ in self.replace
                if old not in self.code]
-        if self.lang not in ("bash", "python"):
+        if self.file is None and self.lang not in ("bash", "python"):
             out.append(f"{self.page}:{self.line}: a ```{self.lang} block cannot be run")
         return out
 
@@ -76,6 +86,7 @@ class Page:
     name: str
     blocks: list[Block]
     none_reason: str | None = None
+    buckets: list[str] = field(default_factory=list)
 
 
 def parse(path: Path) -> Page:
@@ -83,6 +94,7 @@ def parse(path: Path) -> Page:
     text = path.read_text()
     name = path.stem
     none = re.search(r"<!--\s*check:\s*none:\s*(.*?)\s*-->", text, re.S)
+    s3 = _S3.search(text)
     blocks: list[Block] = []
     for fence in _FENCE.finditer(text):
         before = text[:fence.start()].rstrip("\n")
@@ -97,19 +109,29 @@ def parse(path: Path) -> Page:
             arg = (m.group("arg") or "").strip()
             if m.group("setup"):
                 block.setup.append(arg)
+            elif m.group("file"):
+                block.file = arg
             elif arg:
                 pairs = _PAIR.findall(arg)
                 if not pairs:
                     raise ValueError(f"{name}:{block.line}: cannot read the check marker {m.group(0)!r}")
                 block.replace += [(old.replace('\\"', '"'), new.replace('\\"', '"')) for old, new in pairs]
         blocks.append(block)
-    return Page(name, blocks, none.group(1) if none else None)
+    return Page(name, blocks, none.group(1) if none else None, s3.group(1).split() if s3 else [])
 
 
 def _expand(text: str, cwd: Path, lang: str) -> str:
     """``text`` with every ``{newest:GLOB}`` resolved: in a bash block by the shell when the
     line runs (the block itself may make the path), in a python block now."""
     def newest(m: re.Match[str]) -> str:
+        if "://" in m.group(1):  # in a store: matched now (the blocks before have run)
+            import fsspec
+
+            fs, _ = fsspec.core.url_to_fs(m.group(1))
+            hits = sorted(fs.glob(m.group(1)))
+            if not hits:
+                raise FileNotFoundError(f"nothing matches {m.group(1)!r} in the store")
+            return f"{m.group(1).split('://', 1)[0]}://{hits[-1]}"
         if lang == "bash":
             return f'"$(ls -1dt {m.group(1)} | head -n 1)"'
         found = sorted(glob.glob(m.group(1), root_dir=cwd), key=lambda p: (cwd / p).stat().st_mtime)
@@ -124,9 +146,33 @@ def _tail(out: str, lines: int = 6) -> str:
 
 
 def run_page(page: Page) -> bool:
-    """Run a page's blocks in order in a new directory; True when every one succeeded."""
+    """Run a page's blocks in order in a new directory (beside an S3 server when the page
+    names buckets); True when every one succeeded."""
+    if not page.buckets:
+        return _run_blocks(page, {})
+    sys.path.insert(0, str(REPO))
+    from bench.harness.s3 import new_bucket, s3_server
+
+    with s3_server() as endpoint:
+        for bucket in page.buckets:
+            new_bucket(endpoint, bucket)
+        store_env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "tutorial-key-id",
+                     "AWS_SECRET_ACCESS_KEY": "tutorial-secret"}
+        saved = {k: os.environ.get(k) for k in store_env}
+        os.environ.update(store_env)  # {newest:s3://...} is matched in this process
+        try:
+            return _run_blocks(page, store_env)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _run_blocks(page: Page, extra_env: dict[str, str]) -> bool:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-           "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+           "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", **extra_env}
     imports: list[str] = []
     with tempfile.TemporaryDirectory(prefix=f"tutorial-{page.name}-") as tmp:
         cwd = Path(tmp)
@@ -147,6 +193,10 @@ def run_page(page: Page) -> bool:
             except FileNotFoundError as e:
                 print(f"FAILED {page.name}:{b.line}: {e}")
                 return False
+            if b.file is not None:
+                print(f"--- {page.name}:{b.line} ({b.lang}) written to {b.file}")
+                (cwd / b.file).write_text(code)
+                continue
             if b.lang == "python":
                 argv = [sys.executable, "-c", "\n".join(imports) + "\n" + code]
                 imports += [ln for ln in b.code.splitlines() if ln.startswith(("import ", "from "))]

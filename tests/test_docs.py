@@ -6,8 +6,10 @@ page renders (``docs/hooks``; ``make docs`` builds the site itself)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -103,3 +105,27 @@ def test_every_tutorial_runs_or_says_why_not() -> None:
         assert page.blocks or page.none_reason, f"{page.name}: nothing marked to run and no reason given"
         for block in page.blocks:
             assert block.problems() == [], block.problems()
+
+
+def test_tutorial_markers_for_files_and_an_s3_server(tmp_path: Path) -> None:
+    """``check file: NAME`` writes a block to a file instead of running it; ``check s3:``
+    gives a page an S3 server holding its buckets, reached by its unchanged ``s3://`` URIs
+    (``{newest:s3://...}`` matched in the store)."""
+    spec = importlib.util.spec_from_file_location("check_tutorials", DOCS / "check_tutorials.py")
+    assert spec is not None and spec.loader is not None
+    checker = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = checker
+    spec.loader.exec_module(checker)
+    page = tmp_path / "demo.md"
+    page.write_text('<!-- check s3: demo-bucket -->\n\n'
+                    '<!-- check file: cfg.yaml -->\n<!-- check: "x: 1" -> "x: 2" -->\n```yaml\nx: 1\n```\n\n'
+                    '<!-- check -->\n```python\nimport s3fs\n'
+                    's3fs.S3FileSystem().pipe_file("demo-bucket/runs/a-2", open("cfg.yaml", "rb").read())\n```\n\n'
+                    '<!-- check: "URI" -> "{newest:s3://demo-bucket/runs/a-*}" -->\n```python\n'
+                    'assert s3fs.S3FileSystem().cat_file("URI".removeprefix("s3://")) == b"x: 2\\n"\n```\n')
+    parsed = checker.parse(page)
+    assert parsed.buckets == ["demo-bucket"] and [b.file for b in parsed.blocks] == ["cfg.yaml", None, None]
+    assert all(b.problems() == [] for b in parsed.blocks)
+    before = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID")}
+    assert checker.run_page(parsed)
+    assert {k: os.environ.get(k) for k in before} == before  # the page's store settings are gone

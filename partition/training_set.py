@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from partition.hetero_store import (
     open_hetero_partition_set,
 )
 from partition.staging import Staged
+from partition.storage import StorageError, is_remote, open_store
 from partition.store import Part, PartitionSet, check_ids, open_partition_set
 
 __all__ = ["TrainingSet", "TypedTrainingSet", "build_training_set", "open_training_set", "trains_typed"]
@@ -239,13 +241,17 @@ def build_training_set(graph: Graph, cfg: PartitionConfig, root: str | Path | No
     return build_partition_set(graph, cfg, root, force=force)
 
 
-def open_training_set(path: str | Path) -> TrainingSet:
-    """Open the set at ``path`` as the runtime reads it, by its format version."""
-    meta = Path(path) / "meta.json"
+def open_training_set(path: str | Path, storage_options: dict[str, Any] | None = None) -> TrainingSet:
+    """Open the set at ``path`` as the runtime reads it, by its format version; a set in an
+    object store (reached with ``storage_options``) has its set-level files staged."""
     try:
-        version = json.loads(meta.read_text()).get("format_version")
-    except (OSError, ValueError, AttributeError):
+        if is_remote(path):
+            raw = open_store(path, storage_options).read_bytes("meta.json")
+        else:
+            raw = (Path(path) / "meta.json").read_bytes()
+        version = json.loads(raw).get("format_version")
+    except (OSError, ValueError, AttributeError, StorageError):
         version = None  # the format-1 reader names what is wrong
     if version == TYPED_FORMAT_VERSION:
-        return TypedTrainingSet(open_hetero_partition_set(path))
-    return open_partition_set(path)
+        return TypedTrainingSet(open_hetero_partition_set(path, storage_options=storage_options))
+    return open_partition_set(path, storage_options=storage_options)

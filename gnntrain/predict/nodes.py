@@ -19,7 +19,7 @@ from gnntrain.predict.format import (
     Shard,
     write_manifest_file,
 )
-from partition.storage import is_remote, open_store
+from partition.storage import StorageError, is_remote, open_store
 
 if TYPE_CHECKING:
     from gnntrain.config import RunConfig
@@ -46,7 +46,9 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     (its URI when ``out`` is one).
 
     ``run_dir`` may be a run's URI in an object store, read with ``storage_options``
-    (:func:`open_run`; ``out`` is then required). ``out`` may be an object-store URI
+    (:func:`open_run`; ``out`` is then required); the partition set the run recorded, when
+    it is in a store, is opened there (its set-level files staged, never the graph loaded)
+    with the run config's ``partition.storage_options`` and ``storage_options`` over them. ``out`` may be an object-store URI
     (``s3://bucket/predictions/logits``, reached with ``storage_options``): each worker
     uploads its own shard there and the manifest goes last, so the directory is complete
     exactly when ``manifest.json`` is there; ``read_predictions`` reads it back.
@@ -104,6 +106,9 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
         graph = task.load_graph(cfg.dataset, graph)  # the graph the run trained on
         in_dim, num_classes = graph.num_features, graph.num_classes
     else:
+        if storage_options:  # the run's config keeps no secret: the options given reach its set's store too
+            cfg = cfg.model_copy(update={"partition": cfg.partition.model_copy(
+                update={"storage_options": {**cfg.partition.storage_options, **storage_options}})})
         pset = _partition_set(run, cfg, graph, task)
         graph = None
         in_dim, num_classes = pset.num_features, pset.num_classes
@@ -239,17 +244,20 @@ def _check_out(out: str | Path, force: bool, storage_options: Mapping[str, Any] 
 
 
 def _partition_set(run: RunDir, cfg: RunConfig, graph: Graph | None, task: Task) -> TrainingSet:
-    """The set the run trained on: the path ``partition.json`` records, else the stored
-    set ``build_training_set`` finds again for the run's dataset and settings."""
+    """The set the run trained on: the path or URI ``partition.json`` records (a URI reached
+    with ``partition.storage_options``), else the stored set ``build_training_set`` finds
+    again for the run's dataset and settings."""
     from partition import PartitionError, build_training_set, open_training_set
 
     pset = None
     report = run.path / "partition.json"
     if report.is_file():
         recorded = json.loads(report.read_text()).get("partition_path")
-        if recorded and Path(recorded).is_dir():
+        if recorded and (is_remote(recorded) or Path(recorded).is_dir()):
             try:
-                pset = open_training_set(recorded)
+                pset = open_training_set(recorded, cfg.partition.storage_options)
+            except StorageError:
+                raise  # the store is unreachable: say so, do not load the graph instead
             except PartitionError:
                 pset = None
     if pset is None:

@@ -45,6 +45,16 @@ def test_two_workers_from_s3_equal_the_local_run(ray_local: None, tmp_path: Path
             assert str(options["key"]).encode() not in data, path
     assert str(options["endpoint_url"]) in (run_dir / "config.yaml").read_text()
 
+    # predictions with 2 Ray workers from the set in the store (the coordinator never loads
+    # the graph: the run was given it in memory) equal the local run's
+    from gnntrain.predict import predict, read_predictions
+
+    want = read_predictions(predict(local["run_dir"], "logits", out=tmp_path / "p-local", progress=False))
+    got = read_predictions(predict(remote["run_dir"], "logits", out=tmp_path / "p-s3", progress=False,
+                                   storage_options=options))
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
     # the next run reuses the set in the store and the staged copies on the node
     again = run_training(s3_cfg.with_overrides(["train.epochs=1"]), graph=g, progress=False)
     report = json.loads((Path(again["run_dir"]) / "partition.json").read_text())

@@ -48,6 +48,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parent.parent
 TUTORIALS = REPO / "docs" / "tutorials"
@@ -158,16 +159,8 @@ def run_page(page: Page) -> bool:
             new_bucket(endpoint, bucket)
         store_env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "tutorial-key-id",
                      "AWS_SECRET_ACCESS_KEY": "tutorial-secret"}
-        saved = {k: os.environ.get(k) for k in store_env}
-        os.environ.update(store_env)  # {newest:s3://...} is matched in this process
-        try:
+        with mock.patch.dict(os.environ, store_env):  # {newest:s3://...} is matched in this process
             return _run_blocks(page, store_env)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 def _run_blocks(page: Page, extra_env: dict[str, str]) -> bool:

@@ -48,10 +48,11 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     ``run_dir`` may be a run's URI in an object store, read with ``storage_options``
     (:func:`open_run`; ``out`` is then required); the partition set the run recorded, when
     it is in a store, is opened there (its set-level files staged, never the graph loaded)
-    with the run config's ``partition.storage_options`` and ``storage_options`` over them. ``out`` may be an object-store URI
-    (``s3://bucket/predictions/logits``, reached with ``storage_options``): each worker
-    uploads its own shard there and the manifest goes last, so the directory is complete
-    exactly when ``manifest.json`` is there; ``read_predictions`` reads it back.
+    with the run config's ``partition.storage_options`` and ``storage_options`` over them.
+    ``out`` may be an object-store URI (``s3://bucket/predictions/logits``, reached with
+    ``storage_options``): each worker uploads its own shard there and the manifest goes
+    last, so the directory is complete exactly when ``manifest.json`` is there;
+    ``read_predictions`` reads it back.
 
     ``checkpoint``: ``best`` (the epoch with the best validation metric, where the run
     kept one: ``train.keep_best``; else the newest) or ``last`` (the newest).

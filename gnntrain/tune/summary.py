@@ -28,8 +28,9 @@ __all__ = ["Sweep", "SweepTrial", "markdown_table", "print_sweep", "summarise", 
 @dataclass
 class SweepTrial:
     """One trial: its Tune id, the values sampled for it (by dotted key), its run
-    directory (its URI for a sweep on object storage), the best value of the metric, the epochs it ran, why it stopped, and the
-    metric after each evaluated epoch (``[epochs done, value]`` pairs)."""
+    directory (its URI for a sweep on object storage), the best value of the metric, the
+    epochs it ran, why it stopped, and the metric after each evaluated epoch (``[epochs
+    done, value]`` pairs)."""
 
     trial_id: str
     config: dict[str, Any]

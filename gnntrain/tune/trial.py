@@ -4,10 +4,10 @@ The trial's placement group (:func:`trial_resources`) has bundle 0 for the trial
 which runs the coordinator, and bundles 1..k for the k worker actors
 (:class:`~gnntrain.runtime.ray_group.GivenPlacement`), so Tune's scheduler accounts for
 every CPU and GPU a trial uses. The run directory is ``<sweep>/runs/<trial id>``: a run
-directory like any other (``gnntrain.load`` reads it), on local disk or, for a sweep on object
-storage, a run directory in the store (:meth:`~gnntrain.rundir.RunDir.at`). Each evaluated epoch is reported
-to Tune (:func:`tune_metrics`; the last one after the run has written its summary), so a
-scheduler (ASHA, median stopping) can end the trial.
+directory like any other (``gnntrain.load`` reads it), on local disk or, for a sweep on
+object storage, in the store (:meth:`~gnntrain.rundir.RunDir.at`). Each evaluated epoch is
+reported to Tune (:func:`tune_metrics`; the last one after the run has written its
+summary), so a scheduler (ASHA, median stopping) can end the trial.
 Tune reuses a trial's actor for the next trial of the same resources (``reuse_actors``):
 the actor keeps its placement group and its idle worker actors, which the next trial's run
 loads its own config and part into (:meth:`~gnntrain.runtime.worker_pool.WorkerPool.hold`);

@@ -71,8 +71,9 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
     local or shared directory, or an object-store URI (``s3://bucket/sweeps``, reached with
     ``train.storage_options``, credentials from the environment or a profile) that then holds
     Tune's state, every trial's run directory and the summary, so that a driver on another
-    machine can resume the sweep; ``resume=True`` continues the sweep of that ``name`` after its driver died: finished
-    trials are kept, interrupted ones go on from their run's last checkpoint.
+    machine can resume the sweep; ``resume=True`` continues the sweep of that ``name``
+    after its driver died: finished trials are kept, interrupted ones go on from their
+    run's last checkpoint.
     ``**overrides`` are config keys as in :func:`gnntrain.fit`.
     """
     console = console or Console(stderr=True)

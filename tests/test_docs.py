@@ -129,3 +129,4 @@ def test_tutorial_markers_for_files_and_an_s3_server(tmp_path: Path) -> None:
     before = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID")}
     assert checker.run_page(parsed)
     assert {k: os.environ.get(k) for k in before} == before  # the page's store settings are gone
+    assert checker.run_page(parsed)  # a second page of the same buckets starts from an empty server

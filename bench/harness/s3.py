@@ -5,13 +5,14 @@ host; the credentials are dummies the server accepts."""
 from __future__ import annotations
 
 import logging
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
 def s3_server() -> Iterator[str]:
-    """Start the server, yield its endpoint URL, always stop it."""
+    """Start the server (empty), yield its endpoint URL, always stop it."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
@@ -19,7 +20,11 @@ def s3_server() -> Iterator[str]:
     server.start()
     try:
         host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
+        endpoint = f"http://{host}:{port}"
+        # moto keeps its buckets in this process, not in the server: an earlier server's
+        # are still there, so the new one is emptied first
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")).close()
+        yield endpoint
     finally:
         server.stop()
 

@@ -128,7 +128,7 @@ def _expand(text: str, cwd: Path, lang: str) -> str:
         if "://" in m.group(1):  # in a store: matched now (the blocks before have run)
             import fsspec
 
-            fs, _ = fsspec.core.url_to_fs(m.group(1))
+            fs, _ = fsspec.core.url_to_fs(m.group(1), skip_instance_cache=True)  # this page's server
             hits = sorted(fs.glob(m.group(1)))
             if not hits:
                 raise FileNotFoundError(f"nothing matches {m.group(1)!r} in the store")

@@ -79,7 +79,7 @@ from partition.hetero_graph import EdgeType, HeteroGraph, RelationCSR
 from partition.hetero_methods import assign_hetero_parts, relation_key
 from partition.manifest import manifest_bytes, read_manifest
 from partition.paths import check_component, join_under
-from partition.staging import Staged, stage_set
+from partition.staging import Staged, check_sizes_in_store, open_staged
 from partition.steps import StepRecorder, StepStat
 from partition.storage import LocalStore, Store, is_remote, open_store
 from partition.store import settings_of
@@ -390,12 +390,11 @@ class HeteroPartitionSet:
     def check_files(self) -> None:
         """Every file present with its recorded size (checksums are checked on load); for a
         set in an object store, the sizes of the objects there."""
+        if self.remote is not None:
+            check_sizes_in_store(self.remote, self.meta.files)
+            return
         for rel, entry in self.meta.files.items():
-            if self.remote is None:
-                check_present(self.path, rel, entry)
-            elif self.remote.size(rel) != entry.bytes:
-                raise PartitionChecksumError(f"partition file {self.remote.uri}/{rel} is missing or not "
-                                             f"{entry.bytes} bytes as meta.json records; {REBUILD}")
+            check_present(self.path, rel, entry)
 
 
 def open_hetero_partition_set(path: str | Path, *, expect_graph_hash: str | None = None,
@@ -406,10 +405,8 @@ def open_hetero_partition_set(path: str | Path, *, expect_graph_hash: str | None
     set in an object store has its set-level files staged to ``scratch`` first (no part's
     file); ``remote`` is then its store."""
     if is_remote(path):
-        staged = stage_set(path, (), scratch=scratch, storage_options=storage_options)
-        pset = open_hetero_partition_set(staged.path, expect_graph_hash=expect_graph_hash)
-        pset.remote, pset.staged = open_store(path, storage_options), staged
-        return pset
+        return open_staged(str(path), open_hetero_partition_set, scratch=scratch,  # type: ignore[no-any-return]
+                           storage_options=storage_options, expect_graph_hash=expect_graph_hash)
     root = Path(path)
     meta_path = root / "meta.json"
     if not meta_path.is_file():

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +45,8 @@ from partition.storage import (
     open_store,
 )
 
-__all__ = ["EVICT_MIN_AGE_S", "Staged", "evict_staged", "stage_part", "stage_set", "wanted_files"]
+__all__ = ["EVICT_MIN_AGE_S", "Staged", "check_sizes_in_store", "evict_staged", "open_staged", "stage_part",
+           "stage_set", "wanted_files"]
 
 FETCH_THREADS = 8
 """Files of a part copied at once."""
@@ -190,3 +191,26 @@ def stage_part(uri: str | Path, part: int, *, scratch: str | Path | None = None,
                storage_options: Mapping[str, Any] | None = None, max_bytes: int | None = None) -> Staged:
     """:func:`stage_set` for the one part a worker owns."""
     return stage_set(uri, (part,), scratch=scratch, storage_options=storage_options, max_bytes=max_bytes)
+
+
+def open_staged(uri: str, open_local: Callable[..., Any], *, scratch: str | Path | None = None,
+                storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """The set at ``uri`` in an object store, opened by ``open_local(path, **kwargs)`` from
+    a staged copy of its set-level files (no part's file); its ``remote`` (the store) and
+    ``staged`` (what staging did) are set. Both set formats open this way."""
+    staged = stage_set(uri, (), scratch=scratch, storage_options=storage_options)
+    pset = open_local(staged.path, **kwargs)
+    pset.remote, pset.staged = open_store(uri, storage_options), staged
+    return pset
+
+
+def check_sizes_in_store(store: Store, files: Mapping[str, Any]) -> None:
+    """Every file of a set's manifest (``files``: relative name -> an entry with ``bytes``)
+    is in ``store`` with its recorded size; else :class:`PartitionChecksumError` naming it.
+    Sizes only: each worker verifies its files' SHA-256 while it stages them."""
+    for rel, entry in files.items():
+        got = store.size(rel)
+        if got != entry.bytes:
+            raise PartitionChecksumError(
+                f"partition file {store.uri}/{rel} {'is missing' if got is None else f'has {got} bytes'}, "
+                f"meta.json recorded {entry.bytes}; {_REBUILD}")

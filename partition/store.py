@@ -30,8 +30,8 @@ from partition.format import (
 )
 from partition.graph import Graph, node_types_of
 from partition.manifest import read_manifest
-from partition.staging import Staged, stage_set
-from partition.storage import Store, is_remote, local_path, open_store
+from partition.staging import Staged, check_sizes_in_store, open_staged
+from partition.storage import Store, is_remote, local_path
 
 __all__ = ["Part", "PartitionSet", "check_ids", "open_partition_set", "settings_of"]
 
@@ -222,13 +222,7 @@ class PartitionSet:
         its files' SHA-256 while it stages them (:mod:`partition.staging`), and nothing
         here downloads a part."""
         if self.remote is not None:
-            for rel, entry in self.meta.files.items():
-                got = self.remote.size(rel)
-                if got != entry.bytes:
-                    raise PartitionChecksumError(
-                        f"partition file {self.remote.uri}/{rel} "
-                        f"{'is missing' if got is None else f'has {got} bytes'}, meta.json recorded "
-                        f"{entry.bytes}; rebuild the set (--force)")
+            check_sizes_in_store(self.remote, self.meta.files)
             return
         for rel, entry in self.meta.files.items():
                 check_present(self.path, rel, entry)
@@ -269,10 +263,8 @@ def open_partition_set(path: str | Path, *, expect_graph_hash: str | None = None
     its store.
     """
     if is_remote(path):
-        staged = stage_set(path, (), scratch=scratch, storage_options=storage_options)
-        pset = open_partition_set(staged.path, expect_graph_hash=expect_graph_hash)
-        pset.remote, pset.staged = open_store(path, storage_options), staged
-        return pset
+        return open_staged(str(path), open_partition_set, scratch=scratch, storage_options=storage_options,
+                           expect_graph_hash=expect_graph_hash)
     root = local_path(path)
     meta_path = root / "meta.json"
     rebuild = ("rebuild it with build_partition_set(graph, cfg, force=True) or "

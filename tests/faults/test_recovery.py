@@ -6,7 +6,9 @@ re-derived from (seed, epoch, step, rank) and checkpoints are taken at epoch bou
 so redoing the lost epochs reproduces them bit for bit. Dropout and sampling are on.
 
 Timeouts are generous (60 s) so a slow collective on a loaded machine is not a failure;
-the stall case alone relies on stall detection, with a limit of 8 s.
+the stall case alone relies on stall detection, with a limit of 8 s. A recovered run keeps
+its last group for the next test (:func:`gnntrain.reuse_workers`); the run that fails for
+good, and so kills its group, comes last.
 """
 
 from __future__ import annotations
@@ -50,22 +52,27 @@ def assert_same(s: dict[str, Any], undisturbed: dict[str, Any]) -> None:
     assert_same_state(final_state(s), undisturbed, world=2)
 
 
-EXITS = ((0, 1), (1, 0), (2, 5))
-"""(epoch, step) of each worker-process exit: the first step, an epoch's start, mid-epoch."""
+SCHEDULE = (("exit", 1, 0, 1), ("exit", 1, 1, 0), ("raise", 0, 2, 2), ("exit", 1, 3, 5))
+"""(kind, rank, epoch, step) of each fault, one per attempt of the run: worker 1's process
+exits at the first step, at an epoch's start and mid-epoch, and between those worker 0
+raises (two kinds of fault in one schedule)."""
 
 
-def test_worker_process_dies_and_run_recovers(undisturbed: dict[str, Any], tmp_path: Path) -> None:
-    """Worker 1's process exits at each point of :data:`EXITS` in turn, one exit per attempt
-    (``faults.schedule``): expected one recovery from the last checkpoint per exit, the
-    configured epochs completed, parameters equal to the undisturbed run."""
-    schedule = ", ".join(f"{{kind: exit, rank: 1, epoch: {e}, step: {st}}}" for e, st in EXITS)
-    s = run_training(cfg_with(tmp_path, f"train.max_failures={len(EXITS)}", f"faults.schedule=[{schedule}]"),
+def test_scheduled_faults_each_recover_to_the_undisturbed_state(undisturbed: dict[str, Any],
+                                                                 tmp_path: Path) -> None:
+    """The faults of :data:`SCHEDULE` in turn (``faults.schedule``): expected one recovery
+    from the last checkpoint per fault, the configured epochs completed, parameters equal
+    to the undisturbed run."""
+    schedule = ", ".join(f"{{kind: {k}, rank: {r}, epoch: {e}, step: {st}}}" for k, r, e, st in SCHEDULE)
+    s = run_training(cfg_with(tmp_path, f"train.max_failures={len(SCHEDULE)}", f"faults.schedule=[{schedule}]"),
                      graph=GRAPH, progress=False)
     assert s["epochs"] == 4
-    assert [(f["worker"], f["restart_from_epoch"]) for f in s["failures"]] == [(1, e) for e, _ in EXITS]
+    assert [(f["worker"], f["restart_from_epoch"]) for f in s["failures"]] == [(r, e) for _, r, e, _ in SCHEDULE]
     assert all(f["recovery_s"] > 0 for f in s["failures"])
+    raised = s["failures"][2]
+    assert "injected fault" in raised["cause"] + raised["detail"], raised
     assert_same(s, undisturbed)
-    assert [f["worker"] for f in json.loads((Path(s["run_dir"]) / "failures.json").read_text())] == [1, 1, 1]
+    assert [f["worker"] for f in json.loads((Path(s["run_dir"]) / "failures.json").read_text())] == [1, 1, 0, 1]
     assert_nothing_left()
 
 
@@ -103,14 +110,6 @@ def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, Any]
     assert_same(s, undisturbed)
 
 
-def test_worker_raises_and_run_recovers(undisturbed: dict[str, Any], tmp_path: Path) -> None:
-    s = run_training(cfg_with(tmp_path, "train.max_failures=1", "faults.kind=raise", "faults.rank=0",
-                              "faults.epoch=1", "faults.step=2"), graph=GRAPH, progress=False)
-    [f] = s["failures"]
-    assert f["worker"] == 0 and "injected fault" in f["cause"] + json.dumps(f)
-    assert_same(s, undisturbed)
-
-
 def test_stalled_worker_is_detected_within_the_limit_and_replaced(undisturbed: dict[str, Any],
                                                                   tmp_path: Path) -> None:
     """A worker stops making progress: stall detection (8 s) fires, the coordinator names
@@ -124,14 +123,14 @@ def test_stalled_worker_is_detected_within_the_limit_and_replaced(undisturbed: d
     assert_same(s, undisturbed)
 
 
+def test_clean_shutdown_leaves_no_actors_or_placement_groups(ray_local: None, tmp_path: Path) -> None:
+    run_training(cfg_with(tmp_path, "train.epochs=1"), graph=GRAPH, progress=False)
+    assert_nothing_left()
+
+
 def test_failures_beyond_the_budget_end_the_run(tmp_path: Path, ray_local: None) -> None:
     cfg = cfg_with(tmp_path, "train.max_failures=1", "faults.kind=raise", "faults.times=2",
                    "faults.epoch=0", "faults.step=0")
     with pytest.raises(WorkerFailure, match="injected fault"):
         run_training(cfg, graph=GRAPH, progress=False)
-    assert_nothing_left()
-
-
-def test_clean_shutdown_leaves_no_actors_or_placement_groups(ray_local: None, tmp_path: Path) -> None:
-    run_training(cfg_with(tmp_path, "train.epochs=1"), graph=GRAPH, progress=False)
     assert_nothing_left()

@@ -1,26 +1,20 @@
 """``faults.schedule``: several faults, one per attempt of the run.
 
 Entry i fires on attempt i only (the attempt after i recoveries), at its (epoch, step)
-on its rank. The unit tests check which hook each (attempt, rank) gets and every
-refusal; the Ray test runs a two-fault schedule on the graph of test_recovery and asks
-for the undisturbed run's final state.
+on its rank. These tests check which hook each (attempt, rank) gets and every refusal;
+the run of a schedule of four faults of two kinds on Ray, ending in the undisturbed run's
+final state, is tests/faults/test_recovery.py's.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gnntrain.config import ConfigError, RunConfig
-from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.faults import FaultInjector
-from tests.faults import test_recovery as recovery
 from tests.runtime.helpers import tiny_cfg
-from tests.runtime.test_failures import assert_nothing_left
-
-undisturbed = recovery.undisturbed  # the same reference run, computed once in this module
 
 TWO = "faults.schedule=[{kind: raise, rank: 0, epoch: 1, step: 2}, {kind: exit, rank: 1, epoch: 2, step: 1}]"
 
@@ -74,17 +68,3 @@ def test_the_single_fault_must_strike_a_worker_that_exists(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match=r"faults.rank=2 but cluster.workers=2"):
         tiny_cfg(tmp_path, "faults.kind=exit", "faults.rank=2", workers=2)
     tiny_cfg(tmp_path, "faults.rank=5", workers=2)  # kind none: the rank is never used
-
-
-def test_a_schedule_of_two_faults_recovers_twice_to_the_undisturbed_state(
-        undisturbed: dict[str, Any], tmp_path: Path) -> None:
-    s = run_training(recovery.cfg_with(tmp_path, "train.max_failures=2", TWO),
-                     graph=recovery.GRAPH, progress=False)
-    assert s["epochs"] == 4
-    first, second = s["failures"]
-    assert (first["worker"], first["restart_from_epoch"]) == (0, 1), first
-    assert "injected fault" in first["cause"] + first["detail"]
-    assert (second["worker"], second["restart_from_epoch"]) == (1, 2), second
-    assert first["recovery_s"] > 0 and second["recovery_s"] > 0
-    recovery.assert_same(s, undisturbed)
-    assert_nothing_left()

@@ -4,6 +4,9 @@ The coordinator fails a worker only when none of the workers busy with a call ha
 (step, batch or layer counted, or CPU time used by its training thread) for
 ``cluster.stall_timeout_s``; a slow worker whose steps keep coming, or one computing for
 longer than the limit without counting a step, runs to the end.
+
+The run whose stall ends it (and kills its group) comes last: the runs before it share one
+group of workers (:func:`gnntrain.reuse_workers`).
 """
 
 from __future__ import annotations
@@ -30,18 +33,6 @@ def cfg_with(tmp_path: Path, *extra: str) -> RunConfig:
                     "cluster.epoch_timeout_s=600", "sampler.batch_size=16", *extra, workers=2)
 
 
-def test_stalled_worker_is_named_within_the_stall_limit(ray_local: None, tmp_path: Path) -> None:
-    cfg = cfg_with(tmp_path, "faults.kind=stall", "faults.rank=1", "faults.epoch=1", "faults.step=1")
-    with pytest.raises(WorkerFailure) as err:
-        run_training(cfg, graph=GRAPH, progress=False)
-    msg = str(err.value)
-    assert err.value.rank == 1, msg  # the stalled worker, not its peer waiting in the all-reduce
-    m = re.search(rf"worker 1 made no progress for (\d+)s \(limit {STALL:.0f}s, cluster.stall_timeout_s\) "
-                  r"at train epoch 1 step 1", msg)
-    assert m, msg
-    assert int(m.group(1)) >= STALL, msg  # never before the limit; the 120 s collective limit did not fire
-
-
 def test_slow_worker_that_keeps_stepping_is_not_failed(ray_local: None, tmp_path: Path) -> None:
     """Each step of worker 0 takes 3 s from epoch 0 step 2 on: the epoch outlasts the
     stall limit, yet every step moves the counters."""
@@ -60,6 +51,18 @@ def test_worker_computing_longer_than_the_limit_is_not_failed(ray_local: None, t
                    "faults.step=1", f"faults.seconds={1.5 * STALL}")
     s = run_training(cfg, graph=GRAPH, progress=False)
     assert s["epochs"] == 1 and not s.get("failures")
+
+
+def test_stalled_worker_is_named_within_the_stall_limit(ray_local: None, tmp_path: Path) -> None:
+    cfg = cfg_with(tmp_path, "faults.kind=stall", "faults.rank=1", "faults.epoch=1", "faults.step=1")
+    with pytest.raises(WorkerFailure) as err:
+        run_training(cfg, graph=GRAPH, progress=False)
+    msg = str(err.value)
+    assert err.value.rank == 1, msg  # the stalled worker, not its peer waiting in the all-reduce
+    m = re.search(rf"worker 1 made no progress for (\d+)s \(limit {STALL:.0f}s, cluster.stall_timeout_s\) "
+                  r"at train epoch 1 step 1", msg)
+    assert m, msg
+    assert int(m.group(1)) >= STALL, msg  # never before the limit; the 120 s collective limit did not fire
 
 
 def test_stall_watch_counts_counters_and_cpu_time_never_silence() -> None:

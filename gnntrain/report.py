@@ -1,8 +1,9 @@
 """The run report a user reads: the final summary table and the PNG plots.
 
 ``python -m gnntrain.report RUN_DIR [RUN_DIR ...]`` re-renders them from the files a
-run wrote (``metrics.jsonl``, ``comm.json``, ``summary.json``); with two or more run
-directories it prints them side by side (e.g. METIS vs random, cache on vs off).
+run wrote (``metrics.jsonl``, ``comm.json``, ``summary.json``, ``partition.json``): a run
+with ``train.plots: false`` drew none itself. With two or more run directories it prints
+them side by side (e.g. METIS vs random, cache on vs off).
 """
 
 from __future__ import annotations
@@ -244,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             print_summary(summary)
         if not args.no_plots:
             write_plots(p, epochs)
+            if (p / "partition.json").is_file():  # a distributed run's
+                from partition.report import read_report
+
+                part_report, others = read_report(p / "partition.json")
+                part_report.plot(p / "partition.png", compare=others)
     if len(loaded) > 1:
         compare(loaded)
     return 0

@@ -265,6 +265,14 @@ def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
                "estimate (it needs the whole graph)"])
 
 
+def read_report(path: str | Path) -> tuple[PartitionReport, list[PartitionReport]]:
+    """The report and the compared reports of a ``partition.json`` that :func:`write_report`
+    wrote (to draw its ``partition.png`` later)."""
+    body = json.loads(Path(path).read_text())
+    compare = [PartitionReport.model_validate(r) for r in body.pop("compare", [])]
+    return PartitionReport.model_validate(body), compare
+
+
 def write_report(report: PartitionReport, out_dir: str | Path, *,
                  compare: list[PartitionReport] | None = None, plot: bool = True) -> dict[str, Path]:
     """Write ``partition.json`` (the report, plus ``compare``: other methods' reports) and

@@ -49,7 +49,7 @@ def cora_cfg(tmp: Path, *overrides: str) -> RunConfig:
         "sampler": {"fanouts": [10, 10], "batch_size": 35},
         "model": {"arch": "sage", "hidden": 256, "layers": 2, "dropout": 0.5},
         "train": {"epochs": 40, "lr": 0.005, "weight_decay": 5e-4, "eval_every": 1000,
-                  "run_root": str(tmp / "runs")},
+                  "run_root": str(tmp / "runs"), "plots": False},
     }
     return load_config(raw=raw, overrides=list(overrides))
 

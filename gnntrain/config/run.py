@@ -199,6 +199,11 @@ class TrainConfig(Frozen):
         "coordinator writes the run directory to a staging directory under cluster.scratch_dir and "
         "mirrors it to the store (each checkpoint's files first and its manifest last; metrics, "
         "comm, summary, config and plots at every epoch end and at the run's end)")
+    plots: bool = Field(
+        True, description="draw accuracy.png, bytes.png, heatmap.png and partition.png into the run "
+        "directory at the run's end (about 1-2 s of CPU a run with matplotlib). Off (sweeps of many "
+        "trials, test suites), the run directory still holds every figure's data: `python -m "
+        "gnntrain.report RUN_DIR` draws the same images later")
     storage_options: dict[str, Any] = Field(
         default_factory=dict, description="options of the object store of a URI run_root, handed "
         "to fsspec as they are (e.g. endpoint_url of an on-premise S3, anon, profile): the store of "

@@ -157,7 +157,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
                 pset, report = built if built is not None else _partition(cfg, chunks, progress)
                 task = task.placed(pset.new_id_map())  # a node task keeps nothing of it
                 coordinator_staged = getattr(pset, "staged", None)  # a chunked set: never staged
-                write_report(report, run.path)
+                write_report(report, run.path, plot=cfg.train.plots)
                 partition_report = report.model_dump(mode="json")
                 # absolute (or a URI): the workers of a cluster the run joined start elsewhere
                 res, failures, staging = _fit_with_recovery(cfg, run, pset.location, workers, spec, task,
@@ -182,7 +182,8 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         if coordinator_staged is not None:  # the set-level files the coordinator read from the store
             summary["staging_coordinator"] = coordinator_staged.to_dict()
         run.write_json("summary.json", summary)
-        write_plots(run.path, epochs)
+        if cfg.train.plots:
+            write_plots(run.path, epochs)
         run.sync()
         print_summary(summary, Console(stderr=True) if console.stderr else console)
     return summary

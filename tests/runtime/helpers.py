@@ -14,13 +14,14 @@ from gnntrain.rundir import RunDir
 
 def tiny_cfg(tmp_path: Path, *overrides: str, workers: int = 1, fanouts: str = "[5,5]") -> RunConfig:
     """2-layer GraphSAGE with dropout and sampling on, so the dropout and sampling streams
-    are part of every equality a test asserts."""
+    are part of every equality a test asserts. No plots (``train.plots``: matplotlib's 1-2 s
+    of CPU a run); the tests of the plots turn them on."""
     raw: dict[str, Any] = {
         "dataset": {"name": "tiny", "source": "synthetic"},
         "partition": {"parts": workers, "method": "metis", "root": str(tmp_path / "parts")},
         "sampler": {"fanouts": [5, 5], "batch_size": 32, "prefetch": 1},
         "model": {"arch": "sage", "hidden": 16, "layers": 2, "dropout": 0.3},
-        "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp_path / "runs")},
+        "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp_path / "runs"), "plots": False},
         "cluster": {"workers": workers, "call_timeout_s": 60, "collective_timeout_s": 60,
                     "epoch_timeout_s": 120},
     }

@@ -22,6 +22,7 @@ import ray
 import torch
 
 from gnntrain.config import RunConfig
+from gnntrain.report import main as report_main
 from gnntrain.runtime import ray_group
 from gnntrain.runtime.codec import DTYPES, decode, encode
 from gnntrain.runtime.comm import CATEGORIES, COUNTING_RULE, summarise, wire_bytes
@@ -380,14 +381,18 @@ def test_one_worker_sends_nothing_but_control(ray_local: None, tmp_path: Path) -
 
 
 def test_two_workers_on_ray_report_traffic(ray_local: None, tmp_path: Path) -> None:
-    summary = run_training(tiny_cfg(tmp_path, "train.epochs=1", workers=2), graph=make_graph(300),
-                           progress=False)
+    summary = run_training(tiny_cfg(tmp_path, "train.epochs=1", "train.plots=true", workers=2),
+                           graph=make_graph(300), progress=False)
     by = summary["bytes_per_epoch_by_category"]
     assert by["sample"] > 0 and by["feature"] > 0 and by["gradient"] > 0
     run = Path(summary["run_dir"])
-    for name in ("comm.json", "metrics.jsonl", "summary.json", "partition.json", "config.yaml",
-                 "bytes.png", "heatmap.png", "accuracy.png"):
+    plots = ("bytes.png", "heatmap.png", "accuracy.png", "partition.png")
+    for name in ("comm.json", "metrics.jsonl", "summary.json", "partition.json", "config.yaml", *plots):
         assert (run / name).is_file(), name
+    for name in plots:  # `python -m gnntrain.report` draws every one of them again from the files
+        (run / name).unlink()
+    assert report_main([str(run)]) == 0
+    assert all((run / name).stat().st_size > 0 for name in plots)
     # comm.json states the counting rule and shows the evaluation's hidden-row traffic
     epoch0 = json.loads((run / "comm.json").read_text())["per_epoch"][0]
     assert epoch0["bytes_are"] == COUNTING_RULE

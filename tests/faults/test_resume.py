@@ -37,7 +37,7 @@ def write_cfg(tmp_path: Path, epochs: int = 4) -> Path:
         "sampler": {"fanouts": [5, 5], "batch_size": 32},
         "model": {"hidden": 16, "layers": 2, "dropout": 0.2},
         "train": {"epochs": epochs, "checkpoint_every": 1, "keep_checkpoints": 10,
-                  "run_root": str(tmp_path / "runs")},
+                  "run_root": str(tmp_path / "runs"), "plots": False},
         "cluster": {"workers": 2, "call_timeout_s": 60, "collective_timeout_s": 30},
     }
     p = tmp_path / "resume.yaml"

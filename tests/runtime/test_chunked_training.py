@@ -28,7 +28,7 @@ def _cfg(tmp: Path, dataset: dict[str, Any], root: str, *overrides: str) -> RunC
         "partition": {"parts": 2, "method": "multilevel", "root": str(tmp / root)},
         "sampler": {"fanouts": [5, 5], "batch_size": 64, "prefetch": 1},
         "model": {"arch": "sage", "hidden": 16, "layers": 2, "dropout": 0.3},
-        "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp / "runs")},
+        "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp / "runs"), "plots": False},
         "cluster": {"workers": 2, "call_timeout_s": 60, "collective_timeout_s": 60, "epoch_timeout_s": 120},
     }
     return load_config(raw=raw, overrides=list(overrides))

@@ -42,7 +42,7 @@ def typed_cfg(tmp_path: Path, *overrides: str, workers: int = 1, fanouts: str = 
         "sampler": {"fanouts": [5, 5], "batch_size": 32, "prefetch": 1},
         "model": {"arch": "rgcn", "hidden": 16, "layers": 2, "dropout": 0.3,
                   "options": {"node_types": 4, "bases": 2}},
-        "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp_path / "runs")},
+        "train": {"epochs": 2, "lr": 0.01, "seed": 0, "run_root": str(tmp_path / "runs"), "plots": False},
         "cluster": {"workers": workers, "call_timeout_s": 60, "collective_timeout_s": 60},
     }
     return load_config(raw=raw, overrides=[f"sampler.fanouts={fanouts}", *overrides])

@@ -14,7 +14,8 @@ Runs, in this process, the pieces of three benchmarks at a fixed small size:
   (``sampling.ours_over_numpy``); sampled edges per seed (``sampling.edges_per_seed``).
 * ``bench.epoch``: its ``--smoke`` workload (3k nodes, 3-layer SAGE hidden 64, fanouts
   [15, 10, 5], batch 256), the single-process trainer's run (2 epochs and the
-  full-neighbour evaluation, 1 torch thread) and 10 full-batch PyG steps of the same model
+  full-neighbour evaluation, 1 torch thread, ``train.plots`` off) and 10 full-batch PyG
+  steps of the same model
   (1 torch thread), each after an unmeasured run of one epoch (one step) that loads the
   code and the compiled kernels; the training step alone on 6 sampled batches (median of
   5 passes) with and without the model's two speed-ups. Figures: the CPU time of our run over that of the PyG steps,
@@ -49,7 +50,10 @@ instructions the CPU has (AVX-512 with bfloat16, AVX-512, AVX2), and the same co
 another seeded loss and other byte counts in the locality-ordered comm rows on an AVX2
 host than on an AVX-512 one. The baseline file therefore keeps one baseline per CPU class
 (:func:`cpu_class`), each measured on a machine of that class; a run is compared with its
-own class's, and ``--write-baseline`` replaces only that one.
+own class's, and ``--write-baseline`` replaces only that one. A class's ``pending`` lists
+the figures whose measurement changed after its baseline was taken, each with the reason:
+they are reported, not checked, on that class until ``--write-baseline`` runs on a machine
+of it (which clears the list).
 """
 
 from __future__ import annotations
@@ -97,8 +101,9 @@ def epoch_figures() -> dict[str, float]:
     the final loss and accuracy."""
     import bench.epoch as epoch
 
+    # no images at the run's end: drawing them (matplotlib) took 80% of the run's CPU time
     cfg = bench_config("synthetic-small.yaml", [*epoch.WORKLOAD, *epoch.SMOKE, "train.epochs=2",
-                                                "train.eval_every=2"], "regress")
+                                                "train.eval_every=2", "train.plots=false"], "regress")
     graph = load_dataset(cfg.dataset)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -248,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         checks = compare(runs[0], baselines[cls]["figures"])
         for c in checks:
             print(f"{'ok  ' if c.ok else 'MOVED'} {c.name}: {c.detail}")
+        for name, why in baselines[cls].get("pending", {}).items():
+            print(f"PENDING {name}: now {runs[0].get(name, float('nan')):.6g}, not checked on {cls} ({why})")
     out["total_s"] = time.perf_counter() - t0
     print(f"total {out['total_s']:.0f} s; load average now {loadavg()} (was {info['loadavg_1m']})")
     return finish("regress", checks, out, out_path("regress"))

@@ -43,7 +43,9 @@ def test_every_committed_baseline_has_every_ratio_and_exact_byte_counts() -> Non
     for cls, base in baselines.items():
         figures = base["figures"]
         assert cls in ("avx512_bf16", "avx512", "avx2", "other"), cls
-        assert set(RATIOS) <= set(figures), cls
+        pending = base.get("pending", {})  # measurement changed since: each with its reason
+        assert set(RATIOS) <= set(figures) | set(pending) and all(pending.values()), cls
+        assert not set(pending) & set(figures), cls
         assert all(len(f["runs"]) >= 3 and f["band"] >= RATIO_FLOOR for n, f in figures.items() if n in RATIOS)
         assert all(f["kind"] == "exact" and len(set(f["runs"])) == 1
                    for n, f in figures.items() if n.startswith("comm."))

@@ -405,7 +405,7 @@ def open_hetero_partition_set(path: str | Path, *, expect_graph_hash: str | None
     set in an object store has its set-level files staged to ``scratch`` first (no part's
     file); ``remote`` is then its store."""
     if is_remote(path):
-        return open_staged(str(path), open_hetero_partition_set, scratch=scratch,  # type: ignore[no-any-return]
+        return open_staged(str(path), open_hetero_partition_set, scratch=scratch,
                            storage_options=storage_options, expect_graph_hash=expect_graph_hash)
     root = Path(path)
     meta_path = root / "meta.json"

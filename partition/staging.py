@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from partition.errors import PartitionChecksumError, PartitionFormatError
 from partition.manifest import FileMismatch, atomic_write_bytes
@@ -193,8 +193,16 @@ def stage_part(uri: str | Path, part: int, *, scratch: str | Path | None = None,
     return stage_set(uri, (part,), scratch=scratch, storage_options=storage_options, max_bytes=max_bytes)
 
 
-def open_staged(uri: str, open_local: Callable[..., Any], *, scratch: str | Path | None = None,
-                storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+class _StoredSet(Protocol):
+    remote: Store | None
+    staged: Staged | None
+
+
+SetT = TypeVar("SetT", bound=_StoredSet)
+
+
+def open_staged(uri: str, open_local: Callable[..., SetT], *, scratch: str | Path | None = None,
+                storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> SetT:
     """The set at ``uri`` in an object store, opened by ``open_local(path, **kwargs)`` from
     a staged copy of its set-level files (no part's file); its ``remote`` (the store) and
     ``staged`` (what staging did) are set. Both set formats open this way."""

@@ -225,7 +225,7 @@ class PartitionSet:
             check_sizes_in_store(self.remote, self.meta.files)
             return
         for rel, entry in self.meta.files.items():
-                check_present(self.path, rel, entry)
+            check_present(self.path, rel, entry)
         if verify:
             for rel, entry in self.meta.files.items():
                 read_npy(self.path, rel, entry, mmap=True, verify=True)

@@ -32,6 +32,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ MANIFEST = ".manifest.json"
 FORMAT_VERSION = 1
 _LOCAL_ONLY = (CHECKPOINTS, "predictions")  # checkpoints go by manifest; predictions stay local
 _ROTATING = re.compile(r"^(ckpt-\d+)" + re.escape(MANIFEST) + "$")
+_ROTATING_FILE = re.compile(r"^(ckpt-\d+)(\.part-\d+)?\.pt$")
 _CKPT_FILE = re.compile(r"^[A-Za-z0-9_-]+(\.part-\d+)?\.pt$")
 
 
@@ -103,15 +105,24 @@ class RunMirror:
 
     def put_checkpoint(self, local: Path, stem: str, files: Sequence[str], keep: int | None) -> None:
         """Upload checkpoint ``stem``: ``files`` of the local checkpoints directory ``local``
-        in their order (side files, then the checkpoint), then its manifest. With ``keep``
-        (a rotating checkpoint), the oldest complete ones beyond ``keep`` are dropped."""
+        in their order (side files, then the checkpoint), then its manifest. An upload that
+        fails or is interrupted removes what it sent. With ``keep`` (a rotating checkpoint),
+        the oldest complete ones beyond ``keep`` are dropped, and so are the objects of any
+        other rotating checkpoint without a manifest (an upload killed before its end)."""
         ckpts = self.store.child(CHECKPOINTS)
         ckpts.remove(stem + MANIFEST)  # a replaced checkpoint is absent while its files change
-        records = {name: asdict(ckpts.put(name, local / name)) for name in files}
-        ckpts.write_bytes(stem + MANIFEST, manifest_bytes({"format_version": FORMAT_VERSION,
-                                                           "files": records}))
+        try:
+            records = {name: asdict(ckpts.put(name, local / name)) for name in files}
+            ckpts.write_bytes(stem + MANIFEST, manifest_bytes({"format_version": FORMAT_VERSION,
+                                                               "files": records}))
+        except BaseException:
+            with suppress(Exception):  # best effort: the upload's own error is the one raised
+                self.drop_checkpoint(stem)
+            raise
         if keep is not None:
-            for old in self.rotating()[:-keep]:
+            complete = self.rotating()
+            unlisted = {m.group(1) for n in ckpts.names() if (m := _ROTATING_FILE.match(n))} - set(complete)
+            for old in complete[:-keep] + sorted(unlisted):
                 self.drop_checkpoint(old)
 
     def rotating(self) -> list[str]:

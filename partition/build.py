@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -243,16 +243,23 @@ def write_meta(tmp: Path | Store, *, key: str, graph_name: str, graph_hash: str,
 
 
 @contextmanager
-def cleaned_on_failure(tmp: Path, root: Path) -> Iterator[None]:
-    """Remove the half-written set ``tmp`` on any failure; a write error names the root."""
+def cleaned_on_failure(tmp: Path | Store, root: str | Path) -> Iterator[None]:
+    """Remove the half-written set ``tmp`` on any failure: a local directory, or a set's
+    prefix in an object store (the objects an interrupted upload wrote before its manifest;
+    best effort: the error that stopped the build is the one raised). A local write error
+    names the root."""
+    def clean() -> None:
+        with suppress(Exception):  # a store that fails here has failed the build already
+            (tmp if isinstance(tmp, Store) else LocalStore(tmp)).remove_all()
+
     try:
         yield
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        clean()
         raise PartitionError(f"partition.root={str(root)!r}: writing the partition set failed "
                              f"({e.strerror or e}); check free space and permissions") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        clean()
         raise
 
 
@@ -344,5 +351,6 @@ def _build_in_store(graph: Graph, cfg: PartitionConfig, store: Store, *, force: 
         return pset
     dest.remove("meta.json")
     parts = assign_parts(graph, cfg, steps=rec)
-    _write_set(dest, graph, cfg, parts, rec, name.rsplit("-", 1)[-1], on_write)
+    with cleaned_on_failure(dest, store.uri):
+        _write_set(dest, graph, cfg, parts, rec, name.rsplit("-", 1)[-1], on_write)
     return open_partition_set(dest.uri, expect_graph_hash=graph_hash, storage_options=cfg.storage_options)

@@ -287,7 +287,8 @@ def _build_in_store(graph: HeteroGraph, cfg: PartitionConfig, dest: Store, rec: 
         return pset
     dest.remove("meta.json")
     parts = assign_hetero_parts(graph, cfg, steps=rec, training=training)
-    _write_set(dest, graph, cfg, parts, rec, dest.uri.rsplit("-", 1)[-1])
+    with cleaned_on_failure(dest, dest.uri.rsplit("/", 1)[0]):
+        _write_set(dest, graph, cfg, parts, rec, dest.uri.rsplit("-", 1)[-1])
     return open_hetero_partition_set(dest.uri, expect_graph_hash=graph.content_hash(), storage_options=options)
 
 

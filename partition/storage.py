@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -117,6 +118,10 @@ class Store(ABC):
         """Delete the file ``rel`` if it exists."""
 
     @abstractmethod
+    def remove_all(self) -> None:
+        """Delete this directory (prefix) and everything under it, if it exists."""
+
+    @abstractmethod
     def open_read(self, rel: str) -> Any:
         """A context manager giving a binary file that reads ``rel``."""
 
@@ -194,6 +199,9 @@ class LocalStore(Store):
 
     def remove(self, rel: str) -> None:
         (self.root / rel).unlink(missing_ok=True)
+
+    def remove_all(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def open_read(self, rel: str) -> Any:
         return (self.root / rel).open("rb")
@@ -275,6 +283,11 @@ class FsspecStore(Store):
         if self.exists(rel):
             with self._errors("delete", rel):
                 self.fs.rm_file(self._p(rel))
+
+    def remove_all(self) -> None:
+        if self.names():
+            with self._errors("delete", ""):
+                self.fs.rm(self.path, recursive=True)
 
     @contextmanager
     def open_read(self, rel: str) -> Iterator[BinaryIO]:

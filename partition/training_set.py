@@ -45,8 +45,8 @@ from partition.hetero_store import (
     build_hetero_partition_set,
     open_hetero_partition_set,
 )
-from partition.staging import Staged
-from partition.storage import StorageError, is_remote, open_store
+from partition.staging import Staged, open_staged
+from partition.storage import is_remote
 from partition.store import Part, PartitionSet, check_ids, open_partition_set
 
 __all__ = ["TrainingSet", "TypedTrainingSet", "build_training_set", "open_training_set", "trains_typed"]
@@ -241,17 +241,20 @@ def build_training_set(graph: Graph, cfg: PartitionConfig, root: str | Path | No
     return build_partition_set(graph, cfg, root, force=force)
 
 
+def _open_by_version(path: Path, **kwargs: Any) -> PartitionSet | HeteroPartitionSet:
+    """The local set at ``path`` opened by the reader of its format version."""
+    try:
+        version = json.loads((path / "meta.json").read_bytes()).get("format_version")
+    except (OSError, ValueError, AttributeError):
+        version = None  # the format-1 reader names what is wrong
+    opener = open_hetero_partition_set if version == TYPED_FORMAT_VERSION else open_partition_set
+    return opener(path, **kwargs)
+
+
 def open_training_set(path: str | Path, storage_options: dict[str, Any] | None = None) -> TrainingSet:
     """Open the set at ``path`` as the runtime reads it, by its format version; a set in an
-    object store (reached with ``storage_options``) has its set-level files staged."""
-    try:
-        if is_remote(path):
-            raw = open_store(path, storage_options).read_bytes("meta.json")
-        else:
-            raw = (Path(path) / "meta.json").read_bytes()
-        version = json.loads(raw).get("format_version")
-    except (OSError, ValueError, AttributeError, StorageError):
-        version = None  # the format-1 reader names what is wrong
-    if version == TYPED_FORMAT_VERSION:
-        return TypedTrainingSet(open_hetero_partition_set(path, storage_options=storage_options))
-    return open_partition_set(path, storage_options=storage_options)
+    object store (reached with ``storage_options``) has its set-level files staged first
+    (its ``meta.json`` read from the store once)."""
+    pset = (open_staged(str(path), _open_by_version, storage_options=storage_options) if is_remote(path)
+            else _open_by_version(Path(path)))
+    return TypedTrainingSet(pset) if isinstance(pset, HeteroPartitionSet) else pset

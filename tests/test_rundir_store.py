@@ -153,3 +153,39 @@ def test_checkpoints_with_side_files_rotate_and_come_back_whole(tmp_path: Path) 
     side.write_bytes(side.read_bytes()[:-1] + bytes([side.read_bytes()[-1] ^ 0xFF]))
     with pytest.raises(RunStoreError, match=r"ckpt-00003\.part-1\.pt differs from its manifest"):
         RunMirror(store).fetch(tmp_path / "node-c")
+
+
+def test_an_interrupted_checkpoint_upload_leaves_no_objects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upload that fails midway removes what it sent (the earlier checkpoints stay whole);
+    the objects of one killed before it could (files, no manifest) go at the next rotation."""
+    from gnntrain.checkpoint import save_checkpoint
+    from gnntrain.rundir_store import RunMirror
+    from partition.storage import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    run = RunDir(tmp_path / "staging", RunMirror(store))
+    state = {"model": {"w": torch.ones(2)}, "opt": {"state": {}, "param_groups": []}}
+    parts = [{"rows": torch.zeros(2)} for _ in range(2)]
+    save_checkpoint(run, 1, state, keep=3, parts=parts)
+    ckpts = tmp_path / "store" / "checkpoints"
+    first = sorted(p.name for p in ckpts.iterdir())
+
+    real_put = LocalStore.put
+
+    def failing(self: LocalStore, rel: str, src: Path) -> object:
+        if rel == "ckpt-00002.part-1.pt":
+            raise OSError("the store went away")
+        return real_put(self, rel, src)
+
+    monkeypatch.setattr(LocalStore, "put", failing)
+    with pytest.raises(OSError, match="went away"):
+        save_checkpoint(run, 2, state, keep=3, parts=parts)
+    assert sorted(p.name for p in ckpts.iterdir()) == first  # ckpt-00002.part-0.pt went again
+    monkeypatch.undo()
+
+    # a killed upload's objects: two files of ckpt-00002, no manifest
+    for name in ("ckpt-00002.part-0.pt", "ckpt-00002.pt"):
+        (ckpts / name).write_bytes(b"half")
+    save_checkpoint(run, 3, state, keep=3, parts=parts)
+    assert sorted(p.name for p in ckpts.iterdir()) == sorted(
+        f"{s}{x}" for s in ("ckpt-00001", "ckpt-00003") for x in (".pt", ".part-0.pt", ".part-1.pt", ".manifest.json"))

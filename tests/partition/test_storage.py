@@ -70,15 +70,24 @@ def test_an_interrupted_write_leaves_no_set(s3_bucket: S3Bucket) -> None:
     uri, options = s3_bucket
     g, cfg = make_graph(), _cfg(f"{uri}/sets", options)
 
+    written: list[str] = []
+
     def stop(rel: str) -> None:
+        written.append(rel)
         if rel == "part-1/x.npy":
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         build_partition_set(g, cfg, on_write=stop)
-    (name,) = open_store(f"{uri}/sets", options).names()
+    assert any(rel.startswith("part-0/") for rel in written)  # uploaded before the interrupt
+    assert open_store(f"{uri}/sets", options).names() == []  # and removed: nothing lingers
+    name = build_partition_set(g, cfg).location.rsplit("/", 1)[-1]
+
+    # a set whose build stopped without cleaning up (a killed process): files, no manifest
+    store = open_store(f"{uri}/sets/{name}", options)
+    store.remove("meta.json")
     with pytest.raises(PartitionFormatError, match="not a partition set"):
-        open_partition_set(f"{uri}/sets/{name}", storage_options=options)
+        open_partition_set(store.uri, storage_options=options)
     assert not build_partition_set(g, cfg).reused  # built again, not taken for a set
 
 

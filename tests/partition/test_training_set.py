@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from partition import (
 from partition.graph import GraphError
 from partition.hetero_graph import from_training_graph
 from partition.hetero_store import build_hetero_partition_set
+from partition.storage import FsspecStore
 from partition.store import Part
 from partition.training_set import TypedTrainingSet, trains_typed
 
@@ -75,6 +77,30 @@ def test_typed_graph_trains_on_the_set_python_m_partition_writes(tmp_path: Path)
     plain = replace(GRAPH, node_type_names=(), node_type_offsets=(), node_type_features=(), edge_rel=None,
                     edge_type_names=(), _hash=[])
     assert isinstance(open_training_set(build_training_set(plain, pcfg(tmp_path, 3)).path), PartitionSet)
+
+
+def test_a_set_in_an_object_store_opens_by_its_version_reading_meta_json_once(
+        s3_bucket: tuple[str, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri, options = s3_bucket
+    plain = replace(GRAPH, node_type_names=(), node_type_offsets=(), node_type_features=(), edge_rel=None,
+                    edge_type_names=(), _hash=[])
+    sets = {kind: build_training_set(g, PartitionConfig(parts=2, root=f"{uri}/{kind}", storage_options=options))
+            for kind, g in (("typed", GRAPH), ("plain", plain))}
+    reads: list[str] = []
+    real = FsspecStore.read_bytes
+
+    def counting(self: FsspecStore, rel: str) -> bytes:
+        reads.append(rel)
+        return real(self, rel)
+
+    monkeypatch.setattr(FsspecStore, "read_bytes", counting)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the default scratch for the staged copies
+    for kind, want in (("typed", TypedTrainingSet), ("plain", PartitionSet)):
+        reads.clear()
+        opened = open_training_set(sets[kind].location, options)
+        assert isinstance(opened, want) and opened.location == sets[kind].location
+        assert reads.count("meta.json") == 1, reads
+        assert opened.staged is not None and not any(r.startswith("part-") for r in opened.staged.fetched)
 
 
 def test_one_part_typed_set_loads_as_the_training_graph(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from gnntrain.rundir import metrics_in
 from gnntrain.tune.space import parse_space, partition_settings
 from partition.storage import FsspecStore, open_store
 from tests.conftest import REPO, SESSION_CPUS
-from tests.runtime.helpers import final_params
+from tests.runtime.helpers import final_params, worker_actors_started
 from tests.runtime.test_failures import live_ray_leftovers
 from tests.test_accuracy_cora import cora_cfg
 
@@ -111,13 +111,6 @@ def tune_filesystem(options: dict[str, object]) -> object:
     import s3fs
 
     return pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(s3fs.S3FileSystem(**options)))
-
-
-def worker_actors_started() -> int:
-    """The worker actors the connected Ray has started so far, dead or alive."""
-    from ray._private import state
-
-    return sum(1 for a in state.actors().values() if a["ActorClassName"] == "GnnWorker")
 
 
 def test_a_sweep_whose_driver_is_killed_resumes_where_it_stopped(joined_env: dict[str, str], data_root: Path,

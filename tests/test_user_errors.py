@@ -21,12 +21,8 @@ import gnntrain.runtime.cluster
 from gnntrain.config import RunConfig, load_config
 from gnntrain.data import load_dataset
 from gnntrain.rundir import RunDir
-from gnntrain.runtime.coordinator import (
-    WorkerUserError,
-    _fit_with_recovery,
-    run_training,
-    user_error,
-)
+from gnntrain.runtime.coordinator import WorkerUserError, _fit_with_recovery, run_training
+from gnntrain.runtime.worker_errors import user_error
 from gnntrain.tasks import NodeClassification
 from partition import PartitionChecksumError, PartitionSet, build_partition_set
 from partition.format import PART_FILES, SET_FILES

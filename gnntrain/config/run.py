@@ -263,6 +263,10 @@ class ClusterConfig(Frozen):
         "goes on from the last checkpoint with the same ranks, parts, batches and streams")
     replace_timeout_s: float = Field(60.0, gt=0, description="how long a worker whose node left "
                                      "the cluster waits for a new node before on_worker_loss applies")
+    keep_survivors: bool = Field(True, description="when a worker fails and every node of its "
+                                 "group is still in the cluster, the recovery keeps the other "
+                                 "workers (each that leaves the failed call within 10 s) and starts a "
+                                 "new actor for the failed rank only; false: every rank starts anew")
 
     @model_validator(mode="after")
     def _address_form(self) -> ClusterConfig:

@@ -19,9 +19,6 @@ written.
 
 from __future__ import annotations
 
-import builtins
-import importlib
-import re
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -40,6 +37,7 @@ from gnntrain.rundir import RunDir
 from gnntrain.runtime.codec import type_dtypes
 from gnntrain.runtime.driver import FitResult, fit, restore
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
+from gnntrain.runtime.worker_errors import user_error
 from gnntrain.tasks import Task, build_task
 from partition.chunked import ChunkedGraph, open_chunks
 from partition.graph import Graph
@@ -311,64 +309,79 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                        console: Console, placement: GivenPlacement | None = None,
                        on_epoch: Callable[[dict[str, Any]], None] | None = None,
                        ) -> tuple[FitResult, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Train on Ray; when a worker fails, tear the group down, start a new one from the
-    last checkpoint and go on, up to ``train.max_failures`` times. Every rank goes back to
+    """Train on Ray; when a worker fails, start a new group from the last checkpoint and go
+    on, up to ``train.max_failures`` times. The new group keeps the failed one's other
+    workers when their nodes are all still there (``cluster.keep_survivors``,
+    :meth:`RayGroup.salvage`) and starts new actors for the rest. Every rank goes back to
     its node; the ranks of a node that left the cluster go to a new node or, with
     ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`). With a given
     ``placement`` every group takes its bundles again. Returns the fit, the failures and,
     for a set on object storage, what each group's workers staged (``summary.json``'s
     ``staging``: per group started, each rank's node, files copied and files reused)."""
     from gnntrain.runtime.placement import alive_nodes, place
-    from gnntrain.runtime.ray_group import PlacementError, RayGroup, WorkerFailure
+    from gnntrain.runtime.ray_group import PlacementError, RayGroup, Survivors, WorkerFailure
 
     failures: list[dict[str, Any]] = []
     staging: list[dict[str, Any]] = []
     nodes: list[str] | None = None  # the node of every rank, once a group has started
-    while True:
-        t_start = time.monotonic()
-        group = None
-        try:
-            if failures and nodes is not None:
-                placed = place(nodes, cfg.cluster.on_worker_loss, cfg.cluster.replace_timeout_s)
-                if placed.moves:
-                    _note_moves(failures[-1], nodes, placed.nodes, placed.moves, placed.waited_s, console)
-                nodes = placed.nodes
+    survivors: Survivors | None = None  # the failed group's sound workers, for the next group
+    try:
+        while True:
+            t_start = time.monotonic()
+            group = None
             try:
-                group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes,
-                                 placement=placement)
-            except PlacementError:
-                if nodes is None or set(nodes) <= set(alive_nodes()):
+                if failures and nodes is not None:
+                    placed = place(nodes, cfg.cluster.on_worker_loss, cfg.cluster.replace_timeout_s)
+                    if placed.moves:
+                        _note_moves(failures[-1], nodes, placed.nodes, placed.moves, placed.waited_s, console)
+                    nodes = placed.nodes
+                if survivors is not None and nodes is not None and nodes != survivors.nodes:
+                    survivors.discard()  # a rank moves: the next group gets a placement of its own
+                    survivors = None
+                try:
+                    taken, survivors = survivors, None
+                    group = RayGroup(cfg, part_path, workers, model, task, attempt=len(failures), nodes=nodes,
+                                     placement=placement, survivors=taken)
+                except PlacementError:
+                    if nodes is None or set(nodes) <= set(alive_nodes()):
+                        raise
+                    continue  # a pinned node was marked dead meanwhile: place its ranks again
+                nodes = group.nodes if placement is None else None
+                staged = [{"rank": r, "node": n, **i.staging} for r, (n, i) in
+                          enumerate(zip(group.nodes, group.infos, strict=True)) if i.staging is not None]
+                if staged:
+                    staging.append({"attempt": len(failures), "workers": staged})
+                if failures:
+                    failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]
+                    failures[-1]["restarted_ranks"] = list(group.new_ranks)
+                    del failures[-1]["_t_fail"]
+                return _fit(cfg, group, run, task, ckpt, start_epoch, progress, on_epoch), failures, staging
+            except WorkerFailure as e:
+                reason = user_error(e.cause)
+                if reason is not None:  # the same data fails the same way on every attempt
+                    raise WorkerUserError(f"worker {e.rank} ({e.phase}): {reason}") from e
+                if len(failures) >= cfg.train.max_failures:
                     raise
-                continue  # a pinned node was marked dead meanwhile: place its ranks again
-            nodes = group.nodes if placement is None else None
-            staged = [{"rank": r, "node": n, **i.staging} for r, (n, i) in
-                      enumerate(zip(group.nodes, group.infos, strict=True)) if i.staging is not None]
-            if staged:
-                staging.append({"attempt": len(failures), "workers": staged})
-            if failures:
-                failures[-1]["recovery_s"] = time.monotonic() - failures[-1]["_t_fail"]
-                del failures[-1]["_t_fail"]
-            return _fit(cfg, group, run, task, ckpt, start_epoch, progress, on_epoch), failures, staging
-        except WorkerFailure as e:
-            reason = user_error(e.cause)
-            if reason is not None:  # the same data fails the same way on every attempt
-                raise WorkerUserError(f"worker {e.rank} ({e.phase}): {reason}") from e
-            if len(failures) >= cfg.train.max_failures:
-                raise
-            failed_at = len(run.metrics())
-            ckpt = load_latest(run)
-            start_epoch = int(ckpt["epochs_done"]) if ckpt else 0
-            run.truncate_metrics(start_epoch)
-            failures.append({"worker": e.rank, "phase": e.phase, "cause": _headline(e.cause),
-                             "detail": e.cause[-4000:],
-                             "after_s": time.monotonic() - t_start, "epochs_done_at_failure": failed_at,
-                             "restart_from_epoch": start_epoch,
-                             "epochs_redone": failed_at - start_epoch, "_t_fail": time.monotonic()})
-            console.print(f"[yellow]worker {e.rank} failed during {e.phase}; recovering from epoch "
-                          f"{start_epoch} ({len(failures)}/{cfg.train.max_failures})[/yellow]")
-        finally:
-            if group is not None:
-                group.shutdown()
+                failed_at = len(run.metrics())
+                ckpt = load_latest(run)
+                start_epoch = int(ckpt["epochs_done"]) if ckpt else 0
+                run.truncate_metrics(start_epoch)
+                failures.append({"worker": e.rank, "phase": e.phase, "cause": _headline(e.cause),
+                                 "detail": e.cause[-4000:],
+                                 "after_s": time.monotonic() - t_start, "epochs_done_at_failure": failed_at,
+                                 "restart_from_epoch": start_epoch,
+                                 "epochs_redone": failed_at - start_epoch, "_t_fail": time.monotonic()})
+                console.print(f"[yellow]worker {e.rank} failed during {e.phase}; recovering from epoch "
+                              f"{start_epoch} ({len(failures)}/{cfg.train.max_failures})[/yellow]")
+                if (group is not None and cfg.cluster.keep_survivors and 0 <= e.rank < len(group.actors)
+                        and set(group.nodes) <= set(alive_nodes())):
+                    survivors = group.salvage(e.rank)
+            finally:
+                if group is not None:
+                    group.shutdown()
+    finally:
+        if survivors is not None:  # the run ended (an error, an interrupt) before they were taken
+            survivors.discard()
 
 
 def _note_moves(failure: dict[str, Any], before: list[str], after: list[str], moves: list[Move],
@@ -390,39 +403,3 @@ def _headline(cause: str) -> str:
     """The line of a worker's error that says what happened (the exception's message)."""
     lines = [ln.strip() for ln in cause.split("\nworkers at failure:")[0].splitlines() if ln.strip()]
     return (lines[-1] if lines else cause)[:500]
-
-
-# "module.Class: message" -- the exception line that ends a worker's traceback
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception))(?:\([^)]*\))?: ", re.M)
-_OURS = ("partition.", "samplers.", "gnntrain.")
-
-
-def user_error(cause: str) -> str | None:
-    """The message of the user error (a ``ValueError`` raised by builtins or by our own
-    packages) that ends a worker's traceback ``cause``; None for any other failure."""
-    body = cause.split("\nworkers at failure:")[0]
-    matches = list(_EXC_LINE.finditer(body))
-    if not matches:
-        return None
-    last = matches[-1]
-    name = last.group(0).split("(")[0].rstrip(": ")
-    if not issubclass(_exception_class(name), ValueError):
-        return None
-    message = body[last.end():].strip()
-    return message or None
-
-
-def _exception_class(qualified: str) -> type:
-    """The class named ``qualified`` (``ValueError``, ``partition.errors.PartitionError``);
-    ``object`` when it is not a builtin or not from our packages (never imports others)."""
-    module, _, name = qualified.rpartition(".")
-    try:
-        if not module:
-            cls = getattr(builtins, name, object)
-        elif module.startswith(_OURS):
-            cls = getattr(importlib.import_module(module), name, object)
-        else:
-            return object
-    except ImportError:
-        return object
-    return cls if isinstance(cls, type) else object

@@ -26,7 +26,7 @@ from gnntrain.config import RunConfig
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
 from tests.conftest import make_graph
-from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
+from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg, worker_actors_started
 from tests.runtime.test_failures import assert_nothing_left, unkept_workers
 
 GRAPH = make_graph(400, seed=7)
@@ -64,10 +64,15 @@ def test_scheduled_faults_each_recover_to_the_undisturbed_state(undisturbed: dic
     from the last checkpoint per fault, the configured epochs completed, parameters equal
     to the undisturbed run."""
     schedule = ", ".join(f"{{kind: {k}, rank: {r}, epoch: {e}, step: {st}}}" for k, r, e, st in SCHEDULE)
+    started = worker_actors_started()
     s = run_training(cfg_with(tmp_path, f"train.max_failures={len(SCHEDULE)}", f"faults.schedule=[{schedule}]"),
                      graph=GRAPH, progress=False)
     assert s["epochs"] == 4
     assert [(f["worker"], f["restart_from_epoch"]) for f in s["failures"]] == [(r, e) for _, r, e, _ in SCHEDULE]
+    # each recovery kept the other worker (cluster.keep_survivors) and started the failed rank
+    # anew: one actor per fault, beside the first group's (a kept one, or two new ones)
+    assert [f["restarted_ranks"] for f in s["failures"]] == [[r] for _, r, _, _ in SCHEDULE]
+    assert worker_actors_started() - started in (len(SCHEDULE), len(SCHEDULE) + 2)
     assert all(f["recovery_s"] > 0 for f in s["failures"])
     raised = s["failures"][2]
     assert "injected fault" in raised["cause"] + raised["detail"], raised
@@ -84,7 +89,7 @@ def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, Any]
     first attempt only), so once the epoch-2 checkpoint exists the run cannot move on
     before the kill, and the recovery restarts from epoch 2."""
     cfg = cfg_with(tmp_path, "train.max_failures=1", "faults.kind=stall", "faults.rank=1",
-                   "faults.epoch=2", "faults.step=0")
+                   "faults.epoch=2", "faults.step=0", "cluster.keep_survivors=false")
     killed: list[int] = []
 
     def killer() -> None:
@@ -107,6 +112,7 @@ def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, Any]
     assert s["epochs"] == 4
     [f] = s["failures"]
     assert f["restart_from_epoch"] == 2 and "died" in (f["cause"] + f["detail"]).lower(), f
+    assert f["restarted_ranks"] == [0, 1], f  # cluster.keep_survivors=false: every rank anew
     assert_same(s, undisturbed)
 
 
@@ -118,7 +124,7 @@ def test_stalled_worker_is_detected_within_the_limit_and_replaced(undisturbed: d
                               "faults.epoch=2", "faults.step=1", "cluster.stall_timeout_s=8"),
                      graph=GRAPH, progress=False)
     [f] = s["failures"]
-    assert f["worker"] == 1 and f["restart_from_epoch"] == 2, f
+    assert f["worker"] == 1 and f["restart_from_epoch"] == 2 and f["restarted_ranks"] == [1], f
     assert f["after_s"] >= 8 and "no progress" in f["cause"] + f["detail"], f  # stall detection fired
     assert_same(s, undisturbed)
 

@@ -87,3 +87,10 @@ def assert_same_state(got: dict[str, Any], want: dict[str, Any], world: int | No
         assert digests is not None and len(digests) == world, f"expected {world} rank digests: {digests}"
         bad = [r for r, d in enumerate(digests) if d != want_digest]
         assert not bad, f"workers {bad} ended with a different model or optimizer state"
+
+
+def worker_actors_started() -> int:
+    """The worker actors the connected Ray has started so far, dead or alive."""
+    from ray._private import state
+
+    return sum(1 for a in state.actors().values() if a["ActorClassName"] == "GnnWorker")

@@ -24,14 +24,16 @@ calls), :mod:`~gnntrain.runtime.ray_group.actor` (the actor around :class:`Worke
 
 from gnntrain.runtime.ray_group.actor import WorkerActor, actor_class, whole_cpus, worker_processes
 from gnntrain.runtime.ray_group.group import (
+    SALVAGE_S,
     STARTUP_S,
     GivenPlacement,
     PlacementError,
     RayGroup,
+    Survivors,
     WorkerFailure,
 )
 from gnntrain.runtime.ray_group.stall import StallWatch
 from gnntrain.runtime.ray_group.transport import RayPeers
 
-__all__ = ["STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "RayPeers", "StallWatch", "WorkerActor",
-           "WorkerFailure", "actor_class", "whole_cpus", "worker_processes"]
+__all__ = ["SALVAGE_S", "STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "RayPeers", "StallWatch",
+           "Survivors", "WorkerActor", "WorkerFailure", "actor_class", "whole_cpus", "worker_processes"]

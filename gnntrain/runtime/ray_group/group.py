@@ -24,10 +24,11 @@ from gnntrain.runtime.placement import NODE_LABEL, alive_nodes, bundle_cpus
 from gnntrain.runtime.ray_group import actor
 from gnntrain.runtime.ray_group.stall import StallWatch, furthest_behind, position
 from gnntrain.runtime.worker import WorkerInfo
+from gnntrain.runtime.worker_errors import user_error
 from gnntrain.runtime.worker_pool import POOL, IdleGroup, group_key, kill_group
 from gnntrain.tasks import Task
 
-__all__ = ["STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "WorkerFailure"]
+__all__ = ["SALVAGE_S", "STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "Survivors", "WorkerFailure"]
 
 
 class WorkerFailure(RuntimeError):
@@ -74,6 +75,27 @@ class GivenPlacement:
         return specs
 
 
+@dataclass
+class Survivors:
+    """The workers of a failed group that let go of its run in time (:meth:`RayGroup.salvage`),
+    by rank, with the group's placement group: the next group of the recovery loads the
+    run into them again and starts new actors, in their bundles, for the other ranks only."""
+
+    pg: Any  # None in a placement group made by someone else
+    actors: dict[int, Any]
+    nodes: list[str]  # the node of every rank of the failed group
+
+    def discard(self) -> None:
+        """Kill them and remove the placement group (the next group is placed elsewhere)."""
+        kill_group(list(self.actors.values()), self.pg)
+        self.actors = {}
+
+
+SALVAGE_S = 10.0
+"""How long the workers of a failed group that did not fail get to leave its run (the
+training call they were in ends once the lost worker is gone) before they are replaced too."""
+
+
 STARTUP_S = 120.0
 """The least time a worker may take to start (import torch and PyG, load its part) on a
 loaded machine before it is reported as stalled."""
@@ -84,11 +106,12 @@ class RayGroup(WorkerGroup):
 
     def __init__(self, cfg: RunConfig, part_path: str, world: int, model: ModelSpec, task: Task,
                  attempt: int = 0, nodes: list[str] | None = None,
-                 placement: GivenPlacement | None = None) -> None:
+                 placement: GivenPlacement | None = None, survivors: Survivors | None = None) -> None:
         """``nodes``: the node id each rank is pinned to (:mod:`~gnntrain.runtime.placement`);
         None lets Ray pack the ranks where they fit. ``placement``: place the ranks in the
         bundles of a placement group made by someone else (a Tune trial's) instead of
-        creating one."""
+        creating one. ``survivors``: the sound workers of the failed group this one replaces
+        (same shape, same placement), which serve their ranks again."""
         self.cfg = cfg
         self.world = world
         self.stall_s = cfg.cluster.stall_timeout_s
@@ -110,20 +133,26 @@ class RayGroup(WorkerGroup):
         self.healthy = True  # False once a call failed or was interrupted: never kept then
         self.actors: list[Any] = []
         self.pg: Any = None
-        kept = POOL.take(self.key, nodes)
+        self.new_ranks: list[int] = []  # the ranks whose actor this group started
+        kept = POOL.take(self.key, nodes) if survivors is None else None
         if kept is not None:
             self.pg, self.actors = kept.pg, kept.actors
             try:
                 self._get([a.load.remote(raw, part_path, r, world, model, task)
                            for r, a in enumerate(self.actors)], "start-up")
-            except WorkerFailure:  # a kept worker died or cannot load: start a new group
+            except WorkerFailure as e:  # a kept worker died or cannot load: start a new group
                 kill_group(self.actors, self.pg)
                 self.pg, self.actors, self.healthy, kept = None, [], True, None
+                if user_error(e.cause) is not None:
+                    raise  # bad data or config: a new group would fail the same way
         try:
-            if kept is None:
+            if survivors is not None:
+                self._take_survivors(raw, env, cpus, gpus, part_path, model, task, survivors)
+            elif kept is None:
                 if placement is None:
                     POOL.make_room(sum(cpus), gpus * world)
                 self._start(raw, env, cpus, gpus, nodes, part_path, model, task)
+                self.new_ranks = list(range(world))
             # an actor still being built (imports, loading its part) cannot answer: start-up
             # gets at least STARTUP_S
             up = max(self.stall_s, STARTUP_S)
@@ -179,15 +208,63 @@ class RayGroup(WorkerGroup):
     def _spawn(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
                part_path: str, model: ModelSpec, task: Task, pg: Any, first_bundle: int) -> None:
         """Start rank r's actor in bundle ``first_bundle + r`` of ``pg``."""
+        self.actors = self._new_actors(raw, env, cpus, gpus, part_path, model, task, pg, first_bundle,
+                                       list(range(len(cpus))))
+
+    def _new_actors(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
+                    part_path: str, model: ModelSpec, task: Task, pg: Any, first_bundle: int,
+                    ranks: list[int]) -> list[Any]:
+        """New actors for ``ranks``, each in its bundle ``first_bundle + r`` of ``pg``."""
         world = len(cpus)
         cls = actor.actor_class()
-        self.actors = [
+        return [
             cls.options(num_cpus=cpus[r], num_gpus=gpus, max_restarts=0, name=None,
                         runtime_env=env,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
                             placement_group=pg, placement_group_bundle_index=first_bundle + r)
                         ).remote(raw, part_path, r, world, model, task)
-            for r in range(world)]
+            for r in ranks]
+
+    def _take_survivors(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
+                        part_path: str, model: ModelSpec, task: Task, survivors: Survivors) -> None:
+        """The failed group's sound workers for their ranks (the run loaded into them again),
+        new actors in the bundles of the others."""
+        self.pg, taken, survivors.actors = survivors.pg, survivors.actors, {}
+        self.actors = list(taken.values())  # this group's now: killed with it should a start fail
+        pg, first = (self.pg, 0) if self.placement is None else (self.placement.pg, self.placement.first_bundle)
+        lost = [r for r in range(self.world) if r not in taken]
+        new = dict(zip(lost, self._new_actors(raw, env, cpus, gpus, part_path, model, task, pg, first, lost),
+                       strict=True))
+        self.actors = [taken[r] if r in taken else new[r] for r in range(self.world)]
+        self.new_ranks = lost
+        kept = sorted(taken)
+        self._get([self.actors[r].load.remote(raw, part_path, r, self.world, model, task) for r in kept],
+                  "start-up", ranks=kept)
+
+    def salvage(self, lost: int, timeout_s: float = SALVAGE_S) -> Survivors | None:
+        """After worker ``lost`` failed: kill it, and take the other workers that leave the
+        run within ``timeout_s`` (each ends the call it was in once its peer is gone) for the
+        group that replaces this one; None when none does. What is not taken stays with
+        this group, whose :meth:`shutdown` kills it."""
+        if self.pg is None and self.placement is None:
+            return None
+        kill_group([self.actors[lost]], None)
+        others = [r for r in range(len(self.actors)) if r != lost]
+        refs = {r: self.actors[r].release.remote() for r in others}
+        deadline = time.monotonic() + timeout_s
+        taken: dict[int, Any] = {}
+        for r, ref in refs.items():
+            try:
+                ray.get(ref, timeout=max(0.01, deadline - time.monotonic()))
+                taken[r] = self.actors[r]
+            except Exception:  # noqa: BLE001 - stuck or gone: replaced with the lost rank
+                continue
+        if not taken:
+            return None
+        out = Survivors(self.pg, taken, list(self.nodes))
+        self.actors = [a for r, a in enumerate(self.actors) if r not in taken]
+        self.pg = None
+        return out
 
     def diagnose(self, timeout_s: float = 5.0, ranks: list[int] | None = None) -> list[dict[str, Any]]:
         """Each worker's progress (or that it does not answer), to name a stuck worker."""

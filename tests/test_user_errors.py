@@ -27,6 +27,7 @@ from gnntrain.tasks import NodeClassification
 from partition import PartitionChecksumError, PartitionSet, build_partition_set
 from partition.format import PART_FILES, SET_FILES
 from tests.conftest import REPO, make_graph
+from tests.runtime.helpers import worker_actors_started
 
 
 def _raw(tmp_path: Path) -> dict[str, Any]:
@@ -105,16 +106,24 @@ def test_cli_prints_one_error_line_and_logs_the_traceback(tmp_path: Path) -> Non
 
 def test_a_user_error_inside_a_worker_is_one_line(ray_local: None, tmp_path: Path) -> None:
     """Past the coordinator's check (a part damaged after it), the worker dies at start-up;
-    the run ends with the worker's own sentence, not Ray's ActorDiedError, and no retry."""
+    the run ends with the worker's own sentence, not Ray's ActorDiedError, and no retry:
+    the kept group of a clean run before it fails to load the part, and no new group is
+    started to fail the same way."""
     raw = _raw(tmp_path)
     raw["train"]["max_failures"] = 3
     cfg = load_config(raw=raw)
     pset = build_partition_set(make_graph(num_nodes=400), cfg.partition)
+
+    def fit(name: str) -> None:
+        _fit_with_recovery(cfg, RunDir.create(tmp_path / "runs", name), str(pset.path), 2, cfg.model.arch,
+                           NodeClassification(), None, 0, False, Console(quiet=True))
+
+    fit("clean")  # its group is kept (the session's reuse_workers block)
     _flip_last_byte(pset.path / "part-1" / "halo_ids.npy")
-    run = RunDir.create(tmp_path / "runs", "errs")
+    started = worker_actors_started()
     with pytest.raises(WorkerUserError) as e:
-        _fit_with_recovery(cfg, run, str(pset.path), 2, cfg.model.arch, NodeClassification(), None, 0,
-                           False, Console(quiet=True))
+        fit("errs")
+    assert worker_actors_started() == started, "a new group was started for a run that cannot load"
     msg = str(e.value)
     assert msg.startswith("worker 1 (start-up): partition file "), msg
     assert "part-1/halo_ids.npy fails its checksum" in msg and "\n" not in msg

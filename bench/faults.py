@@ -3,6 +3,7 @@
     python -m bench.faults              # every scenario once (about 5 min)
     python -m bench.faults --smoke      # one worker exit (seconds)
     python -m bench.faults --repeat 20  # every scenario 20 times, cores saturated: k/N identical
+    python -m bench.faults --restart-all  # cluster.keep_survivors=false: every rank started anew
 
 ``--repeat N`` runs every scenario N times while busy-loop processes (one per core, started
 and always stopped by this module, at the niceness Ray gives its workers) saturate the
@@ -121,11 +122,13 @@ def run_case(name: str, cfg: RunConfig, ref: dict[str, Any] | None,
     killed: list[int] = []
     stop = threading.Event()
 
+    runs = Path(cfg.train.run_root)
+    earlier = set(runs.glob("*"))  # other scenarios' run directories (their checkpoints do not count)
+
     def kill_one() -> None:
-        runs = Path(cfg.train.run_root)
         while not stop.is_set() and not killed:
             procs = worker_processes()
-            if procs and list(runs.glob("*/checkpoints/ckpt-*.pt")):
+            if procs and any(p.parent.parent not in earlier for p in runs.glob("*/checkpoints/ckpt-*.pt")):
                 procs[0].send_signal(signal.SIGKILL)
                 killed.append(procs[0].pid)
                 return
@@ -159,6 +162,7 @@ def result_row(name: str, cfg: RunConfig, s: dict[str, Any] | None, err: str | N
                     "detect_s": [f.get("after_s") for f in fails],
                     "epochs_redone": [f.get("epochs_redone") for f in fails],
                     "blamed": [f.get("worker") for f in fails], "run_dir": s["run_dir"],
+                    "restarted": [f.get("restarted_ranks") for f in fails],
                     "moves": [m for f in fails for m in f.get("moves") or []]})
         if ref is not None:
             row["correct"] = same(params(Path(s["run_dir"])), ref)
@@ -307,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = bench_parser(__doc__, smoke="one worker exit, 2 epochs (seconds)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run every scenario N times with the cores saturated (default 1: once, no load)")
+    ap.add_argument("--restart-all", action="store_true",
+                    help="cluster.keep_survivors=false: every recovery starts every rank anew (the "
+                         "comparison for the default, which keeps the workers that did not fail)")
     ap.add_argument("--only", action="append", default=[], metavar="SCENARIO",
                     help="run only this scenario (repeatable), e.g. --only 'exit 2/5'")
     args = ap.parse_args(argv)
@@ -317,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: must be >= 1")
     tag = "faults-smoke" if args.smoke else "faults" if args.repeat == 1 else f"faults-repeat{args.repeat}"
+    tag += "-restart-all" if args.restart_all else ""
     root = run_root(tag)
     import shutil
 
@@ -324,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     base_raw = raw_config(root)
     if args.smoke:
         base_raw["train"]["epochs"] = 2
+    base_raw["cluster"]["keep_survivors"] = not args.restart_all
     base = load_config(raw=base_raw)
 
     def case(rep: int, name: str, *overrides: str) -> RunConfig:
@@ -367,11 +376,12 @@ def main(argv: list[str] | None = None) -> int:
           f"undisturbed run {ref_row['wall_s']:.1f} s"
           + (f"; {args.repeat} runs per scenario with {load} busy-loop processes on "
              f"{os.cpu_count()} cores" if args.repeat > 1 else ""))
-    print(f"{'scenario':<26} {'inj':>3} {'finished':>8} {'correct':>7} {'blamed':>6} {'detect s':>8} "
+    print(f"{'scenario':<26} {'inj':>3} {'finished':>8} {'correct':>7} {'blamed':>6} {'new':>5} {'detect s':>8} "
           f"{'recovery s':>10} {'redone':>6} {'wall s':>7}")
     for r in rows:
         print(f"{r['scenario']:<26} {r['injected']:>3} {str(r['finished']):>8} "
               f"{str(r.get('correct', False)):>7} {_fmt(r.get('blamed')):>6} "
+              f"{'/'.join(_fmt(n) for n in r.get('restarted') or []) or '-':>5} "
               f"{_fmt(r.get('detect_s')):>8} {_fmt(r.get('recovery_s')):>10} "
               f"{_fmt(r.get('epochs_redone')):>6} {r.get('wall_s', float('nan')):>7.1f}")
     for r in rows:
@@ -385,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['scenario']}: rank {m['rank']} (part {m['part']}) {m['kind']} from node "
                   f"{m['from_node'][:8]} to node {m['to_node'][:8]}; {r.get('alive_nodes_after', '?')} node(s) "
                   "left in the cluster")
-    print("detect s = attempt start -> failure detected; recovery s = detected -> new workers "
+    print("new = ranks whose worker was started anew (the others were kept, cluster.keep_survivors); "
+          "detect s = attempt start -> failure detected; recovery s = detected -> new workers "
           "ready; redone = finished epochs trained again (the interrupted one always is)")
     per: dict[str, list[bool]] = {}
     for r in rows:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,18 +78,41 @@ class GivenPlacement:
 
 @dataclass
 class Survivors:
-    """The workers of a failed group that let go of its run in time (:meth:`RayGroup.salvage`),
-    by rank, with the group's placement group: the next group of the recovery loads the
-    run into them again and starts new actors, in their bundles, for the other ranks only."""
+    """The workers of a failed group other than the lost one (:meth:`RayGroup.salvage`), by
+    rank, each leaving the failed run (``releasing``: its release call, due by
+    ``deadline``, monotonic), with the group's placement group and the failed call's
+    replies. The next group of the recovery starts new actors for the lost ranks at once,
+    takes each worker whose release returns in time (and loads the run into it again), and
+    replaces the others too."""
 
     pg: Any  # None in a placement group made by someone else
     actors: dict[int, Any]
+    releasing: dict[int, Any]
+    deadline: float
     nodes: list[str]  # the node of every rank of the failed group
+    unanswered: list[Any] = field(default_factory=list)
+
+    def released(self) -> dict[int, Any]:
+        """The workers whose release returned by the deadline; the others are killed. The
+        failed call's replies are read then (those of a released worker are ready), so Ray
+        reports none of them as unhandled errors."""
+        taken: dict[int, Any] = {}
+        for r, ref in self.releasing.items():
+            try:
+                ray.get(ref, timeout=max(0.01, self.deadline - time.monotonic()))
+                taken[r] = self.actors[r]
+            except Exception:  # noqa: BLE001 - stuck or gone: replaced like the lost rank
+                kill_group([self.actors[r]], None)
+        for ref in self.unanswered:
+            with suppress(Exception):
+                ray.get(ref, timeout=0)
+        self.actors, self.releasing = {}, {}
+        return taken
 
     def discard(self) -> None:
         """Kill them and remove the placement group (the next group is placed elsewhere)."""
         kill_group(list(self.actors.values()), self.pg)
-        self.actors = {}
+        self.actors, self.releasing = {}, {}
 
 
 SALVAGE_S = 10.0
@@ -134,6 +158,7 @@ class RayGroup(WorkerGroup):
         self.actors: list[Any] = []
         self.pg: Any = None
         self.new_ranks: list[int] = []  # the ranks whose actor this group started
+        self.unanswered: list[Any] = []  # replies of the call that failed
         kept = POOL.take(self.key, nodes) if survivors is None else None
         if kept is not None:
             self.pg, self.actors = kept.pg, kept.actors
@@ -227,42 +252,39 @@ class RayGroup(WorkerGroup):
 
     def _take_survivors(self, raw: dict[str, Any], env: dict[str, Any], cpus: list[float], gpus: float,
                         part_path: str, model: ModelSpec, task: Task, survivors: Survivors) -> None:
-        """The failed group's sound workers for their ranks (the run loaded into them again),
-        new actors in the bundles of the others."""
-        self.pg, taken, survivors.actors = survivors.pg, survivors.actors, {}
-        self.actors = list(taken.values())  # this group's now: killed with it should a start fail
+        """New actors for the failed group's lost ranks, started first (importing their
+        libraries while the others leave the failed run); the survivors that let go in
+        time for their ranks, the run loaded into them again; new actors for the rest."""
+        self.pg = survivors.pg
+        self.actors = list(survivors.actors.values())  # this group's now: killed with it should a start fail
         pg, first = (self.pg, 0) if self.placement is None else (self.placement.pg, self.placement.first_bundle)
-        lost = [r for r in range(self.world) if r not in taken]
-        new = dict(zip(lost, self._new_actors(raw, env, cpus, gpus, part_path, model, task, pg, first, lost),
-                       strict=True))
+
+        def start(ranks: list[int]) -> dict[int, Any]:
+            actors = self._new_actors(raw, env, cpus, gpus, part_path, model, task, pg, first, ranks)
+            self.actors += actors
+            return dict(zip(ranks, actors, strict=True))
+
+        new = start([r for r in range(self.world) if r not in survivors.actors])
+        taken = survivors.released()
+        new |= start([r for r in range(self.world) if r not in taken and r not in new])
         self.actors = [taken[r] if r in taken else new[r] for r in range(self.world)]
-        self.new_ranks = lost
+        self.new_ranks = sorted(new)
         kept = sorted(taken)
         self._get([self.actors[r].load.remote(raw, part_path, r, self.world, model, task) for r in kept],
                   "start-up", ranks=kept)
 
     def salvage(self, lost: int, timeout_s: float = SALVAGE_S) -> Survivors | None:
-        """After worker ``lost`` failed: kill it, and take the other workers that leave the
-        run within ``timeout_s`` (each ends the call it was in once its peer is gone) for the
-        group that replaces this one; None when none does. What is not taken stays with
-        this group, whose :meth:`shutdown` kills it."""
+        """After worker ``lost`` failed: kill it and ask the others to leave the run (each
+        ends the call it was in once its peer is gone), for the group that replaces this one
+        (:class:`Survivors`: those that let go within ``timeout_s`` serve their ranks
+        again); None for a group without a placement group to keep."""
         if self.pg is None and self.placement is None:
             return None
         kill_group([self.actors[lost]], None)
-        others = [r for r in range(len(self.actors)) if r != lost]
-        refs = {r: self.actors[r].release.remote() for r in others}
-        deadline = time.monotonic() + timeout_s
-        taken: dict[int, Any] = {}
-        for r, ref in refs.items():
-            try:
-                ray.get(ref, timeout=max(0.01, deadline - time.monotonic()))
-                taken[r] = self.actors[r]
-            except Exception:  # noqa: BLE001 - stuck or gone: replaced with the lost rank
-                continue
-        if not taken:
-            return None
-        out = Survivors(self.pg, taken, list(self.nodes))
-        self.actors = [a for r, a in enumerate(self.actors) if r not in taken]
+        others = {r: a for r, a in enumerate(self.actors) if r != lost}
+        out = Survivors(self.pg, others, {r: a.release.remote() for r, a in others.items()},
+                        time.monotonic() + timeout_s, list(self.nodes), self.unanswered)
+        self.actors = [self.actors[lost]]
         self.pg = None
         return out
 
@@ -307,6 +329,7 @@ class RayGroup(WorkerGroup):
             return self._wait(refs, phase, timeout, ranks, stall_s, watch)
         except BaseException:
             self.healthy = False
+            self.unanswered = list(refs)  # the failed call's replies, read by salvage()
             raise
 
     def _wait(self, refs: list[Any], phase: str, timeout: float | None, ranks: list[int] | None,

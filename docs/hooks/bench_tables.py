@@ -68,13 +68,15 @@ def faults(data: dict[str, Any]) -> list[str]:
     out = [command_line("faults", data), "", machine_line(data), "",
            f"Undisturbed reference run: {data['reference_s']:.1f} s.", "",
            "| scenario | finished | failures | detected after (s) | recovery (s) | blamed rank | "
-           "state equals the undisturbed run's |",
-           "|---|---|---|---|---|---|---|"]
+           "ranks started anew | state equals the undisturbed run's |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         secs = ", ".join(f"{x:.1f}" for x in r.get("recovery_s", []))
         detect = ", ".join(f"{x:.1f}" for x in r.get("detect_s", []))
+        anew = "; ".join(", ".join(str(k) for k in ranks) if ranks is not None else "-"
+                         for ranks in r.get("restarted") or []) or "-"
         out.append(f"| {r['scenario']} | {'yes' if r['finished'] else 'no'} | {r['failures']} | {detect} | "
-                   f"{secs} | {', '.join(str(b) for b in r.get('blamed', []))} | "
+                   f"{secs} | {', '.join(str(b) for b in r.get('blamed', []))} | {anew} | "
                    f"{'yes' if r['correct'] else 'no'} |")
     runs = ", ".join(f"{k}: {a}/{b}" for k, (a, b) in data.get("identical", {}).items())
     out += ["", f"Bit-identical recoveries per scenario: {runs}.", ""]

@@ -329,7 +329,7 @@ class RayGroup(WorkerGroup):
             return self._wait(refs, phase, timeout, ranks, stall_s, watch)
         except BaseException:
             self.healthy = False
-            self.unanswered = list(refs)  # the failed call's replies, read by salvage()
+            self.unanswered = list(refs)  # the failed call's replies, read by Survivors.released()
             raise
 
     def _wait(self, refs: list[Any], phase: str, timeout: float | None, ranks: list[int] | None,

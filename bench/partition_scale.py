@@ -205,7 +205,9 @@ def _child_stream_check(a: dict[str, Any]) -> dict[str, Any]:
     owned = np.zeros(pset.num_nodes, dtype=np.int64)
     for part in parts:
         owned[np.asarray(part.orig_ids)] += 1
-    rep = set_report(pset)
+    rep = set_report(pset)  # from meta.json alone
+    counted = set_report(pset, from_parts=True)  # the meta's cut figures against the parts' edges
+    meta_cuts_hold = (rep.cut_matrix, rep.random_edge_cut) == (counted.cut_matrix, counted.random_edge_cut)
     write_report(rep, Path(a["root"]).parent / "report", plot=False)
     rng = np.random.default_rng(0)
     v = np.sort(rng.choice(pset.num_nodes, size=min(a["sample"], pset.num_nodes), replace=False))
@@ -221,6 +223,7 @@ def _child_stream_check(a: dict[str, Any]) -> dict[str, Any]:
     return {"edge_cut": rep.edge_cut_fraction,
             "imbalance": {k: rep.imbalance[k] for k in ("nodes", "train", "edges")},
             "assigned_once": bool(np.all(owned == 1)), "round_trip": same, "sampled_nodes": int(v.shape[0]),
+            "meta_cuts_hold": meta_cuts_hold,
             "checksums_s": verified_s, "seconds": time.perf_counter() - t0, "peak_mib": peak_mib()}
 
 
@@ -400,10 +403,12 @@ def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool, 
     c = rows["check"]
     failures = [what for what, bad in (("round trip", not c["round_trip"]),
                                        ("a node not owned exactly once", not c["assigned_once"]),
+                                       ("meta.json's cut figures differ from the parts'", not c["meta_cuts_hold"]),
                                        ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9),
                                        ("training", not rows["train"].get("final"))) if bad]
     print(f"edge cut {c['edge_cut']:.3f}, imbalance {c['imbalance']}; total {time.perf_counter() - t0:.0f} s")
-    held = f"round trip of {c['sampled_nodes']} sampled nodes, every node once, balance <= 1.05, training ran"
+    held = (f"round trip of {c['sampled_nodes']} sampled nodes, every node once, the meta's cut figures "
+            "equal the parts', balance <= 1.05, training ran")
     print(f"correctness (gated): {held if not failures else 'FAILED: ' + '; '.join(failures)}")
     tag = "partition_scale-beyond-smoke" if a["smoke"] else "partition_scale-beyond"
     write_json({"graph": a, "rows": rows, "total_s": time.perf_counter() - t0}, out_path(tag))

@@ -107,3 +107,13 @@ class PartitionBook:
     def _check_part(self, p: int) -> None:
         if not isinstance(p, int | np.integer) or not 0 <= int(p) < self.num_parts:
             raise PartitionError(f"part p={p!r}: expected an int in [0, {self.num_parts})")
+
+
+def cut_counts(book: PartitionBook, src: np.ndarray, dst_baseline: np.ndarray,
+               baseline: np.ndarray) -> tuple[np.ndarray, int]:
+    """In-edges ``src -> dst`` of one part (new ids): how many come from each part (the part's
+    row of the cut matrix, ``int64 [k]``), and how many the assignment ``baseline`` (the
+    part of every new id) cuts, ``dst_baseline`` being the baseline part of each edge's
+    destination."""
+    return (np.bincount(book.owner(src), minlength=book.num_parts),
+            int(np.count_nonzero(baseline[src] != dst_baseline)))

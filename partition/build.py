@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from partition import _kernels
-from partition.book import PartitionBook
+from partition.book import PartitionBook, cut_counts
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.format import (
@@ -30,6 +30,7 @@ from partition.format import (
     FileEntry,
     NodeTypeRanges,
     PartCounts,
+    PartCut,
     PartitionMeta,
     meta_digest,
     unset_optional,
@@ -37,13 +38,13 @@ from partition.format import (
 )
 from partition.graph import Graph, unique_sorted
 from partition.manifest import manifest_bytes
-from partition.methods import assign_parts, check_request
+from partition.methods import BASELINE_SEED, assign_parts, check_request, random_parts
 from partition.paths import check_component, join_under
 from partition.steps import StepRecorder, StepStat
 from partition.storage import LocalStore, Store, is_remote, local_path, open_store
 from partition.store import PartitionSet, open_partition_set, settings_of
 
-__all__ = ["Renumbering", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
+__all__ = ["Renumbering", "baseline_parts", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
            "put_npy",
            "set_key", "set_path", "set_prefix", "write_meta"]
 
@@ -105,7 +106,7 @@ def make_tmp(root: Path, name: str) -> Path:
 
 
 def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, np.ndarray],
-                 mark: np.ndarray) -> tuple[dict[str, np.ndarray], PartCounts]:
+                 baseline: np.ndarray, mark: np.ndarray) -> tuple[dict[str, np.ndarray], PartCounts, PartCut]:
     """Every array of part ``p`` (see :mod:`partition.format`) and its counts."""
     s, t = ren.book.part_range(p)
     owned = ren.perm[s:t]
@@ -118,25 +119,33 @@ def _part_arrays(graph: Graph, ren: Renumbering, p: int, new_splits: dict[str, n
     for split, ids in new_splits.items():
         lo, hi = np.searchsorted(ids, [s, t])
         splits[split] = ids[lo:hi]
-    arrays, counts = part_files(p, ren.book, indptr, indices, graph.x[owned], graph.y[owned], owned,
-                                splits, mark)
+    arrays, counts, cut = part_files(p, ren.book, indptr, indices, graph.x[owned], graph.y[owned], owned,
+                                     splits, baseline, mark)
     if graph.edge_rel is not None:  # the relation ids travel with their edges (identity map)
         rel = np.empty_like(indices)
         _kernels.permute_rows(graph.indptr, graph.edge_rel, owned,
                               np.arange(len(graph.edge_type_names), dtype=np.int64), indptr, rel)
         arrays["edge_rel"] = rel
-    return arrays, counts
+    return arrays, counts, cut
+
+
+def baseline_parts(train: np.ndarray, k: int, perm: np.ndarray) -> np.ndarray:
+    """The random baseline's part of every NEW id (``perm[new] = orig``), from the training
+    mask by original id: what the meta's ``random_edge_cut`` counts."""
+    return random_parts(train, k, BASELINE_SEED)[perm].astype(np.int32)
 
 
 def part_files(p: int, book: PartitionBook, indptr: np.ndarray, indices: np.ndarray, x: np.ndarray,
-               y: np.ndarray, orig_ids: np.ndarray, splits: dict[str, np.ndarray],
-               mark: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], PartCounts]:
+               y: np.ndarray, orig_ids: np.ndarray, splits: dict[str, np.ndarray], baseline: np.ndarray,
+               mark: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], PartCounts, PartCut]:
     """The files of part ``p`` from its rows, already in the new numbering (``indices`` are new
-    ids, ``splits`` the sorted new ids of its train/val/test nodes): adds the halo and the
-    counts. ``mark`` (bool ``[N]``, all False, left all False) finds the halo in O(N + e_p);
-    without it the halo is a sort of the remote in-neighbours (what a process that holds one
-    part and no ``[N]`` array does)."""
+    ids, ``splits`` the sorted new ids of its train/val/test nodes): adds the halo, the
+    counts and the part's cut figures (``baseline``: :func:`baseline_parts`). ``mark`` (bool
+    ``[N]``, all False, left all False) finds the halo in O(N + e_p); without it the halo is
+    a sort of the remote in-neighbours (what a process that holds one part and no ``[N]``
+    array does)."""
     s, t = book.part_range(p)
+    row, random_cut = cut_counts(book, indices, np.repeat(baseline[s:t], np.diff(indptr)), baseline)
     remote = indices[(indices < s) | (indices >= t)]
     if mark is not None:
         mark[remote] = True
@@ -151,9 +160,10 @@ def part_files(p: int, book: PartitionBook, indptr: np.ndarray, indices: np.ndar
     }
     for split in ("train", "val", "test"):
         arrays[f"{split}_idx"] = splits[split]
-    return arrays, PartCounts(nodes=t - s, edges=int(indices.shape[0]), halo=int(halo.shape[0]),
-                              cut_edges=int(remote.shape[0]),
-                              **{split: int(splits[split].shape[0]) for split in ("train", "val", "test")})
+    counts = PartCounts(nodes=t - s, edges=int(indices.shape[0]), halo=int(halo.shape[0]),
+                        cut_edges=int(remote.shape[0]),
+                        **{split: int(splits[split].shape[0]) for split in ("train", "val", "test")})
+    return arrays, counts, PartCut(row.tolist(), random_cut)
 
 
 def put_npy(dest: Store, rel: str, arr: np.ndarray) -> FileEntry:
@@ -197,10 +207,12 @@ def _write_set(dest: Store, graph: Graph, cfg: PartitionConfig, parts: np.ndarra
         w.submit("new_ids.npy", ren.new_of)
         w.submit("orig_ids.npy", ren.perm)
         mark = np.zeros(graph.num_nodes, dtype=bool)
-        counts = []
+        baseline = baseline_parts(graph.mask("train"), cfg.parts, ren.perm)
+        counts, cuts = [], []
         for p in range(cfg.parts):
-            arrays, c = _part_arrays(graph, ren, p, new_splits, mark)
+            arrays, c, cut = _part_arrays(graph, ren, p, new_splits, baseline, mark)
             counts.append(c)
+            cuts.append(cut)
             w.drain()
             for name, arr in arrays.items():
                 w.submit(f"part-{p}/{name}.npy", arr)
@@ -209,7 +221,7 @@ def _write_set(dest: Store, graph: Graph, cfg: PartitionConfig, parts: np.ndarra
     write_meta(dest, key=key, graph_name=graph.name, graph_hash=graph.content_hash(), cfg=cfg,
                num_nodes=graph.num_nodes, num_edges=graph.num_edges, num_features=graph.num_features,
                num_classes=graph.num_classes, feature_dtype=graph.x.dtype.name, offsets=ren.book.offsets,
-               counts=counts, files=w.files, steps=rec.steps,
+               counts=counts, cuts=cuts, files=w.files, steps=rec.steps,
                node_types=NodeTypeRanges(names=list(graph.node_type_names),
                                          offsets=list(graph.node_type_offsets))
                if graph.node_type_offsets else None,
@@ -220,7 +232,7 @@ def _write_set(dest: Store, graph: Graph, cfg: PartitionConfig, parts: np.ndarra
 
 def write_meta(tmp: Path | Store, *, key: str, graph_name: str, graph_hash: str, cfg: PartitionConfig,
                num_nodes: int, num_edges: int, num_features: int, num_classes: int,
-               feature_dtype: str, offsets: np.ndarray, counts: list[PartCounts],
+               feature_dtype: str, offsets: np.ndarray, counts: list[PartCounts], cuts: list[PartCut],
                files: dict[str, FileEntry], steps: list[StepStat],
                node_types: NodeTypeRanges | None = None,
                edge_types: list[str] | None = None) -> PartitionMeta:
@@ -235,7 +247,7 @@ def write_meta(tmp: Path | Store, *, key: str, graph_name: str, graph_hash: str,
         edge_cut=cut, edge_cut_fraction=cut / max(num_edges, 1), files=dict(sorted(files.items())),
         steps=steps, created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         library={"numpy": np.__version__, "format": str(FORMAT_VERSION)}, node_types=node_types,
-        edge_types=edge_types)
+        edge_types=edge_types, cut_matrix=[c.row for c in cuts], random_edge_cut=sum(c.random_cut for c in cuts))
     meta = meta.model_copy(update={"meta_sha256": meta_digest(meta)})
     dest = tmp if isinstance(tmp, Store) else LocalStore(tmp)
     dest.write_bytes("meta.json", manifest_bytes(meta.model_dump(mode="json", exclude=unset_optional(meta))))

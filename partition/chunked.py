@@ -43,9 +43,11 @@ leaves only a ``.tmp-`` directory); :func:`write_chunks` converts an in-memory g
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from partition.errors import PartitionError
 from partition.format import FileEntry, write_npy
 from partition.graph import Graph
-from partition.manifest import FileMismatch, read_manifest, write_manifest
+from partition.manifest import FileMismatch, write_manifest
 from partition.manifest import verify as verify_file
+from partition.storage import LocalStore, StorageError, Store, open_store
 
 __all__ = ["CHUNK_FORMAT_VERSION", "SPLIT_CODES", "ChunkEntry", "ChunkError", "ChunkManifest",
            "ChunkWriter", "ChunkedGraph", "content_hash", "id_dtype", "open_chunks", "write_chunks"]
@@ -108,7 +111,7 @@ class ChunkManifest(_Model):
     node_chunks: list[ChunkEntry]
 
 
-def _check_cover(kind: str, chunks: list[ChunkEntry], total: int, path: Path) -> None:
+def _check_cover(kind: str, chunks: list[ChunkEntry], total: int, path: Path | str) -> None:
     """Chunks in order must tile ``[0, total)``: name the first one that does not."""
     pos = 0
     for c in chunks:
@@ -129,13 +132,25 @@ def _check_cover(kind: str, chunks: list[ChunkEntry], total: int, path: Path) ->
 class ChunkedGraph:
     """An opened chunk directory: the manifest plus checked reads of single chunks."""
 
-    def __init__(self, path: Path, manifest: ChunkManifest) -> None:
-        self.path = path
+    def __init__(self, location: str | Path | Store, manifest: ChunkManifest) -> None:
+        self.store = location if isinstance(location, Store) else LocalStore(location)
         self.manifest = manifest
+
+    @property
+    def location(self) -> str:
+        """The chunk directory: a local path or an object-store URI."""
+        return self.store.uri
+
+    @property
+    def path(self) -> Path:
+        """The local chunk directory (chunks on object storage have :attr:`location` only)."""
+        if not isinstance(self.store, LocalStore):
+            raise ChunkError(f"{self.location} is on object storage: it has no local path")
+        return self.store.root
 
     def __repr__(self) -> str:
         m = self.manifest
-        return (f"ChunkedGraph({str(self.path)!r}, nodes={m.num_nodes}, edges={m.num_edges}, "
+        return (f"ChunkedGraph({self.location!r}, nodes={m.num_nodes}, edges={m.num_edges}, "
                 f"edge_chunks={len(m.edge_chunks)}, node_chunks={len(m.node_chunks)})")
 
     @property
@@ -169,11 +184,16 @@ class ChunkedGraph:
         c = chunks[j]
         rel = f"{name}.npy"
         entry = c.files.get(rel)
-        where = f"{kind} chunk {c.name!r} of {self.path}"
+        where = f"{kind} chunk {c.name!r} of {self.location}"
         if entry is None:
             raise ChunkError(f"{where}: the manifest lists no {rel}")
         try:
-            f = verify_file(self.path / c.name / rel, entry.bytes, entry.sha256 if verify else None)
+            if isinstance(self.store, LocalStore):
+                f: Path | io.BytesIO = verify_file(self.store.root / c.name / rel, entry.bytes,
+                                                   entry.sha256 if verify else None)
+            else:  # one GET per file, checked in memory
+                f = io.BytesIO(self.store.child(c.name).read_checked(rel, entry.bytes,
+                                                                     entry.sha256 if verify else None))
         except FileMismatch as e:
             if e.problem == "sha256":
                 raise ChunkError(f"{where}: {rel} fails its checksum (sha256 recorded in "
@@ -193,7 +213,7 @@ class ChunkedGraph:
         for what, a in (("src", src), ("dst", dst)):
             if a.size and (a.min() < 0 or a.max() >= n):
                 bad = int(a.min()) if a.min() < 0 else int(a.max())
-                raise ChunkError(f"edge chunk {c.name!r} of {self.path}: {what} id {bad} is outside "
+                raise ChunkError(f"edge chunk {c.name!r} of {self.location}: {what} id {bad} is outside "
                                  f"[0, num_nodes={n})")
         return src, dst
 
@@ -230,31 +250,36 @@ class ChunkedGraph:
                      num_classes=m.num_classes, name=m.name).validate()
 
 
-def open_chunks(path: str | Path) -> ChunkedGraph:
-    """Open and validate a chunk directory (manifest and id ranges; files when read)."""
-    root = Path(path)
-    mpath = root / "manifest.json"
-    if not mpath.is_file():
-        raise ChunkError(f"{root} is not a chunked graph (no manifest.json); write one with "
+def open_chunks(location: str | Path, storage_options: Mapping[str, Any] | None = None) -> ChunkedGraph:
+    """Open and validate a chunk directory (manifest and id ranges; files when read): a local
+    path, or an object-store URI (``s3://bucket/chunks``, with fsspec's ``storage_options``),
+    whose files are then read one object per array, each checked against the manifest."""
+    try:
+        store = open_store(location, storage_options)
+    except StorageError as e:
+        raise ChunkError(str(e)) from None
+    where = store.uri
+    if not store.exists("manifest.json"):
+        raise ChunkError(f"{where} is not a chunked graph (no manifest.json); write one with "
                          "partition.chunked.write_chunks or ChunkWriter")
     try:
-        raw = read_manifest(mpath)
-    except (OSError, ValueError) as e:
-        raise ChunkError(f"{mpath} is unreadable ({e})") from None
+        raw = json.loads(store.read_bytes("manifest.json"))
+    except (OSError, ValueError, StorageError) as e:
+        raise ChunkError(f"{where}/manifest.json is unreadable ({e})") from None
     version = raw.get("format_version") if isinstance(raw, dict) else None
     if version not in READ_VERSIONS:
-        raise ChunkError(f"{root}: chunk format_version={version!r}, this code reads versions "
+        raise ChunkError(f"{where}: chunk format_version={version!r}, this code reads versions "
                          f"{', '.join(map(str, READ_VERSIONS))}; rewrite the chunks")
     try:
         m = ChunkManifest.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        raise ChunkError(f"{mpath}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    _check_cover("edge", m.edge_chunks, m.num_edges, root)
-    _check_cover("node", m.node_chunks, m.num_nodes, root)
+        raise ChunkError(f"{where}/manifest.json: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    _check_cover("edge", m.edge_chunks, m.num_edges, where)
+    _check_cover("node", m.node_chunks, m.num_nodes, where)
     if not m.node_chunks:
-        raise ChunkError(f"{root}: no node chunks; a graph needs at least one node")
-    return ChunkedGraph(root, m)
+        raise ChunkError(f"{where}: no node chunks; a graph needs at least one node")
+    return ChunkedGraph(store, m)
 
 
 class ChunkWriter:

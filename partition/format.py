@@ -67,12 +67,20 @@ saw the symmetrised copy), self-loops and isolated nodes included.
 * ``edge_types`` (list of str, only for a typed graph): the relation names
   (``"src:relation:dst"``) that ``part-<p>/edge_rel.npy`` indexes; when present every
   part has that file. Absent otherwise, like ``node_types``.
+* ``cut_matrix`` (list of k lists of k ints) and ``random_edge_cut`` (int), written by the
+  builders: row ``p`` counts part ``p``'s stored in-edges by the part that owns their
+  source, and ``random_edge_cut`` the stored edges that the random baseline (the seeded
+  random assignment of the same training nodes, seed 0: :func:`partition.methods.random_parts`)
+  cuts, so a report of the set needs no part's file
+  (:func:`partition.report.set_report`). Absent from sets written before them, like
+  ``node_types``; the report then reads the parts.
 * ``meta_sha256`` (str): SHA-256 of this JSON without this field (sorted keys), so an
   edited ``meta.json`` is detected like an edited array file.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -85,7 +93,7 @@ from partition.paths import join_under
 from partition.steps import StepStat
 
 __all__ = [
-    "EDGE_REL_FILE", "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts",
+    "EDGE_REL_FILE", "FORMAT_VERSION", "PART_FILES", "SET_FILES", "FileEntry", "NodeTypeRanges", "PartCounts", "PartCut",
     "PartitionMeta",
     "check_present", "meta_digest", "read_npy", "write_npy", "write_npy_to",
 ]
@@ -125,6 +133,15 @@ class PartCounts(_Model):
     cut_edges: int
 
 
+@dataclass(frozen=True)
+class PartCut:
+    """What a builder counts while it writes part ``p``: its row of the cut matrix and the
+    in-edges the random baseline cuts (``cut_matrix`` and ``random_edge_cut`` of the meta)."""
+
+    row: list[int]
+    random_cut: int
+
+
 class NodeTypeRanges(_Model):
     """A typed graph made homogeneous: type ``names[t]`` is ORIGINAL ids
     ``offsets[t]:offsets[t + 1]`` (absent from the meta of an untyped graph)."""
@@ -158,13 +175,15 @@ class PartitionMeta(_Model):
     library: dict[str, str]
     node_types: NodeTypeRanges | None = None
     edge_types: list[str] | None = None
+    cut_matrix: list[list[int]] | None = None
+    random_edge_cut: int | None = None
     meta_sha256: str = ""
 
 
 def unset_optional(meta: BaseModel) -> set[str]:
     """Optional fields left unset: neither written nor digested, so sets written before
     such a field existed keep their digest."""
-    return {k for k in ("node_types", "edge_types") if getattr(meta, k, 0) is None}
+    return {k for k in ("node_types", "edge_types", "cut_matrix", "random_edge_cut") if getattr(meta, k, 0) is None}
 
 
 def meta_digest(meta: BaseModel) -> str:

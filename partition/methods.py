@@ -40,7 +40,7 @@ from partition.errors import PartitionError
 from partition.graph import Graph
 from partition.steps import StepRecorder
 
-__all__ = ["METHODS", "assign_parts", "check_assignment", "check_counts", "check_request", "random_parts",
+__all__ = ["BASELINE_SEED", "METHODS", "assign_parts", "check_assignment", "check_counts", "check_request", "random_parts",
            "stratified_parts", "typed_random_parts"]
 
 _MAX_SEED = 2**31 - 2  # METIS gets seed + 1 (see _metis_parts)
@@ -214,7 +214,11 @@ def assign_parts(graph: Graph, cfg: PartitionConfig, *,
     return parts
 
 
-def random_parts(graph: Graph | np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+BASELINE_SEED = 0
+"""The seed of the random baseline that quality reports and a set's ``random_edge_cut`` compare with."""
+
+
+def random_parts(graph: Graph | np.ndarray, k: int, seed: int = BASELINE_SEED) -> np.ndarray:
     """The random baseline on its own (used by the quality report on the same graph), from
     the graph or from its training mask (bool ``[N]``, original ids) alone."""
     return _random_parts(graph.mask("train") if isinstance(graph, Graph) else graph, k, seed)

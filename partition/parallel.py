@@ -20,12 +20,21 @@ directory name, files and checksums, :mod:`partition.format`), in five steps:
    :func:`partition.format.write_npy`, removing its pieces. The disk the set's temporary
    directory needs at its peak is therefore about the edges once in the chunks' id width
    (pieces) plus once as int64 (the parts).
-5. ``meta.json`` by :func:`partition.build.write_meta`; the set is renamed into place.
+5. ``meta.json`` by :func:`partition.build.write_meta`, last; a local set is then renamed
+   into place.
+
+Where it writes: with a local ``partition.root`` everything (pieces included, under
+``.work/``) goes to a temporary directory beside the set, which every Ray node must see (a
+shared file system on a cluster). With an object-store root (``s3://bucket/prefix``) no
+node needs a shared file system: the pieces are objects under the set's own prefix
+(``<set>/.work/``, removed before ``meta.json`` is written), each task reads and writes them
+through :mod:`partition.storage`, and each part's files are uploaded by the task that
+writes the part; the set exists for a reader only once ``meta.json`` is there. The chunks
+themselves may be local or on object storage too (:func:`~partition.chunked.open_chunks`).
 
 Every task is retried by Ray on a lost worker (``max_retries``); an exception in a task, a
-chunk failing its checksum or an interrupt removes the temporary directory, so no half
-set is left under the final name. The set's temporary directory (pieces included) is on the
-partition root, which every Ray node must see (a shared file system on a cluster).
+chunk failing its checksum or an interrupt removes the temporary directory (the set's
+prefix in a store), so no half set is left under the final name.
 
 Ray Data was not used: it needs pandas and pyarrow, which this project does not install,
 and its shuffles and groupbys do not keep the order of edges inside a row, which step 1
@@ -35,10 +44,10 @@ is the only one of ``partition/`` that imports Ray.
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import resource
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +62,12 @@ from partition.balance import weights_from
 from partition.book import PartitionBook
 from partition.build import (
     Renumbering,
+    baseline_parts,
     cleaned_on_failure,
     make_tmp,
     move_into_place,
     part_files,
+    put_npy,
     set_key,
     set_prefix,
     write_meta,
@@ -64,11 +75,12 @@ from partition.build import (
 from partition.chunked import SPLIT_CODES, ChunkedGraph, id_dtype, open_chunks
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
-from partition.format import FileEntry, PartCounts, write_npy
+from partition.format import FileEntry, PartCounts, PartCut
 from partition.methods import _random_parts, check_assignment, check_counts, check_feasible
 from partition.multilevel import BLOCK_ROWS, Block, block_bounds, blocked_parts
+from partition.paths import check_component
 from partition.steps import StepRecorder
-from partition.storage import is_remote
+from partition.storage import LocalStore, Store, is_remote, local_path, open_store
 from partition.store import PartitionSet, open_partition_set
 
 __all__ = ["CHUNKED_METHODS", "ChunkedRun", "RayBlocks", "partition_chunks", "run_chunks"]
@@ -110,13 +122,26 @@ def _gather_task(fn: Callable[..., Any], refs: list[ray.ObjectRef], *args: Any) 
     return _measured(lambda *a: fn((ray.get(r) for r in refs), *a), *args)
 
 
-def _load_block(work: str, b: int, lo: int, hi: int) -> Block:
-    d = Path(work) / f"block-{b}"
-    return Block(index=b, lo=lo, hi=hi, indptr=np.load(d / "indptr.npy", mmap_mode="r"),
-                 indices=np.load(d / "indices.npy", mmap_mode="r"))
+def _save(work: Store, rel: str, arr: np.ndarray) -> None:
+    """Write an intermediate array to the work area (a local directory or a store prefix)."""
+    with work.open_write(rel) as f:
+        np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
 
 
-def _on_block(work: str, b: int, lo: int, hi: int, fn: Callable[..., Any], *shared: Any) -> Any:
+def _load(work: Store, rel: str, *, mmap: bool = False) -> np.ndarray:
+    """An intermediate array: memory-mapped when ``mmap`` and the work area is local, else
+    read whole (one GET on object storage)."""
+    if isinstance(work, LocalStore):
+        return np.load(work.root / rel, mmap_mode="r" if mmap else None, allow_pickle=False)
+    return np.load(io.BytesIO(work.read_bytes(rel)), allow_pickle=False)
+
+
+def _load_block(work: Store, b: int, lo: int, hi: int) -> Block:
+    return Block(index=b, lo=lo, hi=hi, indptr=_load(work, f"block-{b}/indptr.npy", mmap=True),
+                 indices=_load(work, f"block-{b}/indices.npy", mmap=True))
+
+
+def _on_block(work: Store, b: int, lo: int, hi: int, fn: Callable[..., Any], *shared: Any) -> Any:
     return fn(_load_block(work, b, lo, hi), *shared)
 
 
@@ -156,8 +181,8 @@ class RayBlocks:
     """:class:`~partition.multilevel.BlockMap` over row blocks stored under ``work``: one Ray
     task per block; arrays shared by every block go to the object store once per map."""
 
-    def __init__(self, work: Path, bounds: np.ndarray, runner: _Runner) -> None:
-        self.work, self.bounds, self.runner = str(work), bounds, runner
+    def __init__(self, work: Store, bounds: np.ndarray, runner: _Runner) -> None:
+        self.work, self.bounds, self.runner = work, bounds, runner
 
     def map(self, fn: Callable[..., T], shared: tuple[Any, ...], *, desc: str,
             keep: bool = False) -> list[Any]:
@@ -177,7 +202,7 @@ class RayBlocks:
 
 # ---- step 1: edge chunks -> row blocks ------------------------------------------------------
 
-def _split_edges(cg: ChunkedGraph, j: int, bounds: np.ndarray, work: str) -> np.ndarray:
+def _split_edges(cg: ChunkedGraph, j: int, bounds: np.ndarray, work: Store) -> np.ndarray:
     """Edges of chunk ``j`` sorted (stably) by destination, one piece per row block."""
     src, dst = cg.edges(j)
     order = np.argsort(dst, kind="stable")
@@ -185,38 +210,36 @@ def _split_edges(cg: ChunkedGraph, j: int, bounds: np.ndarray, work: str) -> np.
     cuts = np.searchsorted(dst, bounds)
     counts = np.diff(cuts)
     for b in np.flatnonzero(counts):
-        np.save(Path(work) / f"e{j}-b{b}-src.npy", src[cuts[b]:cuts[b + 1]])
-        np.save(Path(work) / f"e{j}-b{b}-dst.npy", dst[cuts[b]:cuts[b + 1]])
+        _save(work, f"e{j}-b{b}-src.npy", src[cuts[b]:cuts[b + 1]])
+        _save(work, f"e{j}-b{b}-dst.npy", dst[cuts[b]:cuts[b + 1]])
     return counts
 
 
-def _gather_block(b: int, lo: int, hi: int, chunks: list[int], work: str) -> np.ndarray:
+def _gather_block(b: int, lo: int, hi: int, chunks: list[int], work: Store) -> np.ndarray:
     """Row block ``b``'s CSR from its pieces (edge-chunk order kept inside each row)."""
-    w = Path(work)
-    src = [np.load(w / f"e{j}-b{b}-src.npy") for j in chunks]
-    dst = [np.load(w / f"e{j}-b{b}-dst.npy") for j in chunks]
+    src = [_load(work, f"e{j}-b{b}-src.npy") for j in chunks]
+    dst = [_load(work, f"e{j}-b{b}-dst.npy") for j in chunks]
     s = np.concatenate(src) if src else np.zeros(0, np.int64)
     d = np.concatenate(dst) - lo if dst else np.zeros(0, np.int64)
     del src, dst
     order = np.argsort(d, kind="stable")
     indptr = np.zeros(hi - lo + 1, dtype=np.int64)
     np.cumsum(np.bincount(d, minlength=hi - lo), out=indptr[1:])
-    (w / f"block-{b}").mkdir()
-    np.save(w / f"block-{b}" / "indptr.npy", indptr)
-    np.save(w / f"block-{b}" / "indices.npy", s[order])
+    _save(work, f"block-{b}/indptr.npy", indptr)
+    _save(work, f"block-{b}/indices.npy", s[order])
     for j in chunks:
-        (w / f"e{j}-b{b}-src.npy").unlink()
-        (w / f"e{j}-b{b}-dst.npy").unlink()
+        work.remove(f"e{j}-b{b}-src.npy")
+        work.remove(f"e{j}-b{b}-dst.npy")
     return np.diff(indptr)
 
 
-def _build_blocks(cg: ChunkedGraph, bounds: np.ndarray, work: Path, runner: _Runner) -> np.ndarray:
+def _build_blocks(cg: ChunkedGraph, bounds: np.ndarray, work: Store, runner: _Runner) -> np.ndarray:
     nb = bounds.shape[0] - 1
-    counts = runner.run([(_split_edges, cg, j, bounds, str(work)) for j in range(len(cg.manifest.edge_chunks))],
+    counts = runner.run([(_split_edges, cg, j, bounds, work) for j in range(len(cg.manifest.edge_chunks))],
                         "split edge chunks")
     has = np.stack(counts) > 0 if counts else np.zeros((0, nb), dtype=bool)
     degs = runner.run([(_gather_block, b, int(bounds[b]), int(bounds[b + 1]),
-                        np.flatnonzero(has[:, b]).tolist(), str(work)) for b in range(nb)], "build row blocks")
+                        np.flatnonzero(has[:, b]).tolist(), work) for b in range(nb)], "build row blocks")
     return np.concatenate(degs).astype(np.int64)
 
 
@@ -235,7 +258,7 @@ def _node_rows(cg: ChunkedGraph, lo: int, hi: int) -> dict[str, np.ndarray]:
 
 
 def _cut_block(block: Block, cg: ChunkedGraph, parts: np.ndarray, new_of: np.ndarray, k: int,
-               work: str) -> None:
+               work: Store) -> None:
     """Cut row block ``block`` by part: pieces of every part's rows, ids already renumbered."""
     rows = _node_rows(cg, block.lo, block.hi)
     local = parts[block.lo:block.hi]
@@ -253,33 +276,31 @@ def _cut_block(block: Block, cg: ChunkedGraph, parts: np.ndarray, new_of: np.nda
         piece = {"deg": deg[r], "indices": idx, "x": rows["x"][r], "y": rows["y"][r],
                  "orig": r + block.lo, "split": rows["split"][r]}
         for name, a in piece.items():
-            np.save(Path(work) / f"b{block.index}-p{p}-{name}.npy", a)
+            _save(work, f"b{block.index}-p{p}-{name}.npy", a)
 
 
-def _write_part(p: int, book: PartitionBook, nb: int, num_features: int, work: str,
-                tmp: str) -> tuple[dict[str, FileEntry], PartCounts]:
-    """Concatenate part ``p``'s pieces in block order and write its files."""
-    w = Path(work)
-    have = [b for b in range(nb) if (w / f"b{b}-p{p}-deg.npy").is_file()]
+def _write_part(p: int, book: PartitionBook, nb: int, num_features: int, work: Store, dest: Store,
+                baseline: np.ndarray) -> tuple[dict[str, FileEntry], PartCounts, PartCut]:
+    """Concatenate part ``p``'s pieces in block order and write its files to ``dest``."""
+    have = [b for b in range(nb) if work.exists(f"b{b}-p{p}-deg.npy")]
     empty: dict[str, np.ndarray] = {"deg": np.zeros(0, np.int64), "indices": np.zeros(0, np.int64),
              "x": np.zeros((0, num_features), np.float32), "y": np.zeros(0, np.int64),
              "orig": np.zeros(0, np.int64), "split": np.zeros(0, np.int8)}
-    got: dict[str, np.ndarray] = {name: np.concatenate([e] + [np.load(w / f"b{b}-p{p}-{name}.npy") for b in have])
-           for name, e in empty.items()}
+    got: dict[str, np.ndarray] = {name: np.concatenate([e] + [_load(work, f"b{b}-p{p}-{name}.npy") for b in have])
+                                  for name, e in empty.items()}
     indptr = np.zeros(got["deg"].shape[0] + 1, dtype=np.int64)
     np.cumsum(got["deg"], out=indptr[1:])
     s = book.part_range(p)[0]
     splits = {name: np.flatnonzero(got["split"] == code).astype(np.int64) + s
               for name, code in SPLIT_CODES.items()}
-    arrays, counts = part_files(p, book, indptr, got["indices"], got["x"], got["y"], got["orig"], splits)
+    arrays, counts, cut = part_files(p, book, indptr, got["indices"], got["x"], got["y"], got["orig"], splits,
+                                     baseline)
     del got
-    (Path(tmp) / f"part-{p}").mkdir()
-    files = {f"part-{p}/{name}.npy": write_npy(Path(tmp) / f"part-{p}" / f"{name}.npy", a)
-             for name, a in arrays.items()}
+    files = {f"part-{p}/{name}.npy": put_npy(dest, f"part-{p}/{name}.npy", a) for name, a in arrays.items()}
     for b in have:
         for name in empty:
-            (w / f"b{b}-p{p}-{name}.npy").unlink()
-    return files, counts
+            work.remove(f"b{b}-p{p}-{name}.npy")
+    return files, counts, cut
 
 
 # ---- the pipeline ----------------------------------------------------------------------------
@@ -320,7 +341,10 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
                root: str | Path | None = None, *, force: bool = False,
                block_rows: int = BLOCK_ROWS, progress: bool = True) -> ChunkedRun:
     """Partition the chunked graph at ``chunks`` on the running Ray instance (a local one is
-    started if none is) and write its set under ``root`` (default ``cfg.root``).
+    started if none is) and write its set under ``root`` (default ``cfg.root``): a local
+    directory, or an object-store URI opened with ``cfg.storage_options``. Chunks given as a
+    location are opened without storage options (credentials from the environment); open a
+    :class:`~partition.chunked.ChunkedGraph` with its own options to pass them.
 
     Returns the existing set without rework when one with the same graph hash and settings
     exists (``force`` rebuilds). ``block_rows`` sets the rows of a block (one task each); the
@@ -335,25 +359,32 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
         raise PartitionError(f"partition.method={cfg.method!r} needs the whole graph in one process; "
                              f"a chunked graph is partitioned with one of {', '.join(CHUNKED_METHODS)}")
     check_counts(m.num_nodes, m.num_train, cfg)
-    if is_remote(cfg.root if root is None else root):
-        raise PartitionError(f"partition.root={cfg.root!r}: the chunked pipeline writes partition "
-                             "sets to a local (or shared) directory only; give a local partition.root")
-    root = Path(cfg.root if root is None else root)
-    path = root / (set_prefix(m.name, cfg) + set_key(m.graph_hash, cfg))
-    if path.exists() and not force:
-        pset = open_partition_set(path, expect_graph_hash=m.graph_hash)
+    where = cfg.root if root is None else root
+    name = set_prefix(m.name, cfg) + set_key(m.graph_hash, cfg)
+    local: Path | None = None
+    if is_remote(where):  # the set's own prefix is written in place, meta.json last
+        dest = open_store(where, cfg.storage_options).child(
+            check_component("partition set name (dataset.name)", name))
+        found: str | Path | None = dest.uri if dest.exists("meta.json") else None
+    else:  # a temp directory beside the set, renamed into place
+        local = local_path(where) / name
+        found = local if local.exists() else None
+    if found is not None and not force:
+        pset = open_partition_set(found, expect_graph_hash=m.graph_hash, storage_options=cfg.storage_options)
         pset.check_matches(m.graph_hash, cfg)
         pset.check_files()
         pset.reused = True
         return ChunkedRun(pset)
     if not ray.is_initialized():
         ray.init(include_dashboard=False, logging_level=logging.WARNING)
-    tmp = make_tmp(root, set_prefix(m.name, cfg).rstrip("-"))
-    work = tmp / ".work"
-    work.mkdir()
+    if local is None:
+        dest.remove("meta.json")  # a forced rebuild: the old set is absent from here on
+    else:
+        dest = LocalStore(make_tmp(local.parent, set_prefix(m.name, cfg).rstrip("-")))
+    work = dest.child(".work")
     runner = _Runner(progress)
     rec = StepRecorder()
-    with cleaned_on_failure(tmp, root):
+    with cleaned_on_failure(dest, where):
         bounds = block_bounds(m.num_nodes, block_rows)
         with rec("blocks"):
             degrees = _build_blocks(cg, bounds, work, runner)
@@ -363,26 +394,29 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
         blocks = RayBlocks(work, bounds, runner)
         parts = _assign(cg, blocks, degrees, train, cfg, rec)
         check_assignment(parts, np.flatnonzero(train), cfg)
-        del train, codes
         with rec("renumber"):
             ren = Renumbering(parts, cfg.parts)
+            baseline = ray.put(baseline_parts(train, cfg.parts, ren.perm))
+        del train, codes
         with rec("write"):
-            files = {"global_degrees.npy": write_npy(tmp / "global_degrees.npy", degrees[ren.perm]),
-                     "new_ids.npy": write_npy(tmp / "new_ids.npy", ren.new_of),
-                     "orig_ids.npy": write_npy(tmp / "orig_ids.npy", ren.perm)}
-            blocks.map(_cut_block, (cg, parts, ren.new_of, cfg.parts, str(work)), desc="cut blocks by part")
+            files = {"global_degrees.npy": put_npy(dest, "global_degrees.npy", degrees[ren.perm]),
+                     "new_ids.npy": put_npy(dest, "new_ids.npy", ren.new_of),
+                     "orig_ids.npy": put_npy(dest, "orig_ids.npy", ren.perm)}
+            blocks.map(_cut_block, (cg, parts, ren.new_of, cfg.parts, work), desc="cut blocks by part")
             for b in range(bounds.shape[0] - 1):  # the pieces hold every edge now
-                shutil.rmtree(work / f"block-{b}")
+                work.child(f"block-{b}").remove_all()
             written = runner.run([(_write_part, p, ren.book, bounds.shape[0] - 1, m.num_features,
-                                   str(work), str(tmp)) for p in range(cfg.parts)], "write parts")
-        counts = []
-        for f, c in written:
+                                   work, dest, baseline) for p in range(cfg.parts)], "write parts")
+        for f, _, _ in written:
             files.update(f)
-            counts.append(c)
-        shutil.rmtree(work)
-        write_meta(tmp, key=path.name.rsplit("-", 1)[-1], graph_name=m.name, graph_hash=m.graph_hash,
+        work.remove_all()
+        write_meta(dest, key=name.rsplit("-", 1)[-1], graph_name=m.name, graph_hash=m.graph_hash,
                    cfg=cfg, num_nodes=m.num_nodes, num_edges=m.num_edges, num_features=m.num_features,
                    num_classes=m.num_classes, feature_dtype="float32", offsets=ren.book.offsets,
-                   counts=counts, files=files, steps=rec.steps)
-        move_into_place(tmp, path)
-    return ChunkedRun(open_partition_set(path, expect_graph_hash=m.graph_hash), dict(runner.task_peaks))
+                   counts=[c for _, c, _ in written], cuts=[c for _, _, c in written], files=files,
+                   steps=rec.steps)
+        if local is not None:
+            assert isinstance(dest, LocalStore)
+            move_into_place(dest.root, local)
+    pset = open_partition_set(local or dest.uri, expect_graph_hash=m.graph_hash, storage_options=cfg.storage_options)
+    return ChunkedRun(pset, dict(runner.task_peaks))

@@ -34,9 +34,10 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict
 
+from partition.book import cut_counts
 from partition.errors import PartitionError
 from partition.graph import Graph
-from partition.methods import random_parts
+from partition.methods import BASELINE_SEED, random_parts
 from partition.steps import StepStat
 from partition.store import PartitionSet
 
@@ -157,7 +158,7 @@ def remote_share(graph: Graph, parts: np.ndarray, k: int, fanouts: list[int], *,
 def quality_report(graph: Graph, assignment: np.ndarray, *, fanouts: list[int] | None = None,
                    method: str = "unknown", steps: list[StepStat] | None = None,
                    num_parts: int | None = None, replace: bool = False,
-                   partition_path: str | Path | None = None, baseline_seed: int = 0,
+                   partition_path: str | Path | None = None, baseline_seed: int = BASELINE_SEED,
                    notes: list[str] | None = None) -> PartitionReport:
     """Judge ``assignment`` (int ``[N]``, part of each original node id) on ``graph``.
 
@@ -221,16 +222,10 @@ def quality_report(graph: Graph, assignment: np.ndarray, *, fanouts: list[int] |
 _SLICE = 1 << 24  # in-edges read at a time by set_report
 
 
-def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
-               baseline_seed: int = 0, notes: list[str] | None = None) -> PartitionReport:
-    """The report of :func:`quality_report` (without the remote-share estimate) computed
-    from a written set alone, one part at a time: for a set whose graph no process holds.
-
-    Per-part counts and the cut come from ``meta.json``; the cut matrix and the random
-    baseline (the same random assignment as :func:`quality_report`) from each part's
-    in-neighbour ids, read in slices. Memory: ``O(N)`` plus one slice.
-    """
-    m, k, n = pset.meta, pset.num_parts, pset.num_nodes
+def _cuts_from_parts(pset: PartitionSet, baseline_seed: int) -> tuple[np.ndarray, int]:
+    """The cut matrix and the random baseline's cut, read from the parts in slices (a set
+    whose meta lacks them, or another baseline seed). Memory: ``O(N)`` plus one slice."""
+    k, n = pset.num_parts, pset.num_nodes
     orig_of = np.asarray(np.load(pset.path / "orig_ids.npy", mmap_mode="r"))
     train = np.zeros(n, dtype=bool)  # by original id, as the random baseline draws
     matrix = np.zeros((k, k), dtype=np.int64)
@@ -242,9 +237,30 @@ def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
     for part in parts:
         dst_rnd = np.repeat(rnd[part.start:part.stop], np.diff(np.asarray(part.indptr)))
         for a in range(0, part.indices.shape[0], _SLICE):
-            src = np.asarray(part.indices[a:a + _SLICE])
-            matrix[part.part_id] += np.bincount(pset.book.owner(src), minlength=k)
-            rnd_cut += int(np.count_nonzero(rnd[src] != dst_rnd[a:a + _SLICE]))
+            row, cut = cut_counts(pset.book, np.asarray(part.indices[a:a + _SLICE]), dst_rnd[a:a + _SLICE], rnd)
+            matrix[part.part_id] += row
+            rnd_cut += cut
+    return matrix, rnd_cut
+
+
+def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
+               baseline_seed: int = BASELINE_SEED, notes: list[str] | None = None,
+               from_parts: bool = False) -> PartitionReport:
+    """The report of :func:`quality_report` (without the remote-share estimate) computed
+    from a written set alone: for a set whose graph no process holds.
+
+    Per-part counts, the cut, the cut matrix and the random baseline's cut (the same random
+    assignment as :func:`quality_report`) come from ``meta.json``, so no part's file is read
+    (a set on object storage stays there). A set written before the meta carried the last
+    two, another ``baseline_seed``, or ``from_parts`` (a check of the meta) has them counted
+    from each part's in-neighbour ids, read in slices (memory ``O(N)`` plus one slice).
+    """
+    m, k, n = pset.meta, pset.num_parts, pset.num_nodes
+    if (not from_parts and m.cut_matrix is not None and m.random_edge_cut is not None
+            and baseline_seed == BASELINE_SEED):
+        matrix, rnd_cut = np.asarray(m.cut_matrix, dtype=np.int64), m.random_edge_cut
+    else:
+        matrix, rnd_cut = _cuts_from_parts(pset, baseline_seed)
     counts = {f: np.array([getattr(c, f) for c in m.parts], dtype=np.int64) for f in METRICS}
     part_stats = [PartStats(**{f: int(counts[f][p]) for f in METRICS}, cut_edges=m.parts[p].cut_edges,
                             replication=m.parts[p].halo / max(m.parts[p].nodes, 1)) for p in range(k)]
@@ -260,8 +276,8 @@ def set_report(pset: PartitionSet, *, steps: list[StepStat] | None = None,
         | _type_imbalance(pset.node_types(), pset.book.owner(np.arange(n)), k,
                           tuple(m.node_types.names) if m.node_types is not None else ()),
         cut_matrix=matrix.tolist(), steps=list(steps if steps is not None else m.steps),
-        partition_path=str(pset.path),
-        notes=[*(notes or []), "computed from the partition set part by part; no remote-share "
+        partition_path=pset.location,
+        notes=[*(notes or []), "computed from the partition set; no remote-share "
                "estimate (it needs the whole graph)"])
 
 

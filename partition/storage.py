@@ -125,6 +125,22 @@ class Store(ABC):
     def open_read(self, rel: str) -> Any:
         """A context manager giving a binary file that reads ``rel``."""
 
+    def read_checked(self, rel: str, size: int, sha256: str | None = None) -> bytes:
+        """The whole file ``rel`` if it has ``size`` bytes and, when given, that SHA-256;
+        else :class:`~partition.manifest.FileMismatch` (``missing``, ``size`` or ``sha256``)."""
+        where = Path(f"{self.uri}/{rel}")
+        got = self.size(rel)
+        if got is None:
+            raise FileMismatch(where, "missing", size)
+        if got != size:
+            raise FileMismatch(where, "size", size, got)
+        data = self.read_bytes(rel)
+        if len(data) != size:  # replaced between the two requests
+            raise FileMismatch(where, "size", size, len(data))
+        if sha256 is not None and (digest := hashlib.sha256(data).hexdigest()) != sha256:
+            raise FileMismatch(where, "sha256", sha256, digest)
+        return data
+
     def put(self, rel: str, src: Path) -> FileRecord:
         """Copy the local file ``src`` to ``rel``, hashing it on the way out: the record
         (size, SHA-256) of what was written. On an object store the object appears whole

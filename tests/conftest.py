@@ -14,6 +14,7 @@ import pytest
 from bench.harness.s3 import new_bucket, s3_server
 from gnntrain.runtime.worker_pool import POOL, reuse_workers
 from partition.graph import Graph, csr_from_edges
+from partition.storage import Store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,6 +150,14 @@ def s3_endpoint() -> Iterator[str]:
     """The test session's S3 server (:func:`bench.harness.s3.s3_server`): its endpoint URL."""
     with s3_server() as endpoint:
         yield endpoint
+
+
+def upload_tree(local: Path, store: Store) -> None:
+    """Copy every file under the local directory ``local`` to ``store``, as a user uploads a
+    dataset directory to a bucket."""
+    for f in sorted(local.rglob("*")):
+        if f.is_file():
+            store.put(f.relative_to(local).as_posix(), f)
 
 
 @pytest.fixture

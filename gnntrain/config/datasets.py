@@ -114,6 +114,9 @@ class LoadedDataset(_DatasetBase):
 
 _PATH_DOC = ("file or directory; a relative path resolves against $GNNTRAIN_DATA, else "
              "$XDG_CACHE_HOME/gnntrain/datasets (~/.cache/gnntrain/datasets)")
+_STORAGE_OPTIONS_DOC = ("options of the object store of URI paths, handed to fsspec as they are "
+                        "(e.g. endpoint_url): secret-looking keys are never written to config.yaml, "
+                        "summary.json or logs")
 
 
 class PlanetoidDataset(LoadedDataset):
@@ -231,10 +234,7 @@ class ParquetDataset(LoadedDataset):
                                        "graph (fallback features, one class)")
     num_nodes: int | None = Field(None, ge=1, description="node count; default the node table's "
                                   "rows, else the largest edge id + 1")
-    storage_options: dict[str, Any] = Field(
-        default_factory=dict, description="options of the object store of URI paths, handed to "
-        "fsspec as they are (e.g. endpoint_url): secret-looking keys are never written to "
-        "config.yaml, summary.json or logs")
+    storage_options: dict[str, Any] = Field(default_factory=dict, description=_STORAGE_OPTIONS_DOC)
 
 
 class OgblDataset(LoadedDataset):
@@ -383,7 +383,10 @@ class ChunksDataset(_DatasetBase):
     graph into one process (``--single-process`` is refused)."""
 
     source: Literal["chunks"] = "chunks"
-    path: str = Field(description="the chunk directory (holds manifest.json); " + _PATH_DOC)
+    path: str = Field(description="the chunk directory (holds manifest.json): a local path ("
+                      + _PATH_DOC + ") or a URI the storage layer opens (s3://bucket/chunks, gs://...), "
+                      "whose chunks the pipeline's Ray tasks then read one object per array")
+    storage_options: dict[str, Any] = Field(default_factory=dict, description=_STORAGE_OPTIONS_DOC)
 
 
 DatasetConfig = Annotated[

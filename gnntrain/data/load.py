@@ -10,7 +10,10 @@ paths resolve against :func:`gnntrain.config.data_root` (``$GNNTRAIN_DATA``, els
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gnntrain.config import (
+    ChunksDataset,
     CsvDataset,
     DatasetConfig,
     HeteroDirDataset,
@@ -30,8 +33,22 @@ from gnntrain.data.errors import DataError
 from gnntrain.data.features import normalize_rows
 from gnntrain.data.paths import resolve_path
 from partition.graph import Graph
+from partition.storage import is_remote, local_path
 
-__all__ = ["load_dataset", "resolve_path"]
+if TYPE_CHECKING:
+    from partition.chunked import ChunkedGraph
+
+__all__ = ["load_dataset", "open_chunk_dataset", "resolve_path"]
+
+
+def open_chunk_dataset(cfg: ChunksDataset) -> ChunkedGraph:
+    """The chunk directory of ``source: chunks``: a URI opened with ``dataset.storage_options``,
+    else a local path resolved against the data root."""
+    from partition.chunked import open_chunks
+
+    if is_remote(cfg.path):
+        return open_chunks(cfg.path, cfg.storage_options)
+    return open_chunks(resolve_path(local_path(cfg.path)))
 
 
 def load_dataset(cfg: DatasetConfig) -> Graph:
@@ -49,10 +66,8 @@ def load_dataset(cfg: DatasetConfig) -> Graph:
 
         return message_passing_graph(load_split(cfg), cfg.name, feature_fallback=cfg.feature_fallback,
                                      fallback_dim=cfg.fallback_dim)
-    if cfg.source == "chunks":  # the whole graph in this process: for graphs that fit
-        from partition.chunked import open_chunks
-
-        return open_chunks(resolve_path(cfg.path)).to_graph()
+    if isinstance(cfg, ChunksDataset):  # the whole graph in this process: for graphs that fit
+        return open_chunk_dataset(cfg).to_graph()
     try:
         raw = _read(cfg)
     except DataError as e:

@@ -30,7 +30,7 @@ from rich.console import Console
 
 from gnntrain.checkpoint import load_latest
 from gnntrain.config import ChunksDataset, ConfigError, RunConfig
-from gnntrain.data.load import resolve_path
+from gnntrain.data.load import open_chunk_dataset
 from gnntrain.models import ModelSpec, build_model, has_layerwise
 from gnntrain.report import build_summary, print_summary, write_plots
 from gnntrain.rundir import RunDir
@@ -39,7 +39,7 @@ from gnntrain.runtime.driver import FitResult, fit, restore
 from gnntrain.runtime.group import LocalGroup, WorkerGroup
 from gnntrain.runtime.worker_errors import user_error
 from gnntrain.tasks import Task, build_task
-from partition.chunked import ChunkedGraph, open_chunks
+from partition.chunked import ChunkedGraph
 from partition.graph import Graph
 from partition.labels import classes_without
 from partition.storage import StorageError
@@ -253,7 +253,7 @@ def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,
     if cfg.partition.method not in CHUNKED_METHODS:
         raise ConfigError(f"partition.method={cfg.partition.method!r} needs the whole graph in one process; "
                           f"dataset.source='chunks' is partitioned with one of {', '.join(CHUNKED_METHODS)}")
-    return open_chunks(resolve_path(cfg.dataset.path))
+    return open_chunk_dataset(cfg.dataset)
 
 
 def _partition(cfg: RunConfig, data: Graph | ChunkedGraph | None,

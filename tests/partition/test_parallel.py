@@ -10,13 +10,15 @@ import pytest
 
 from partition import PartitionConfig, build_partition_set, multilevel, quality_report
 from partition.balance import vertex_weights
-from partition.chunked import ChunkedGraph, ChunkError, write_chunks
+from partition.chunked import ChunkedGraph, ChunkError, open_chunks, write_chunks
 from partition.errors import PartitionError
 from partition.graph import Graph
 from partition.methods import assign_parts
 from partition.multilevel import GraphBlocks, blocked_parts, check_balance, coarsen
 from partition.parallel import partition_chunks, run_chunks
 from partition.steps import StepRecorder
+from partition.storage import open_store
+from tests.conftest import upload_tree
 from tests.partition.conftest import graph_from_edges, planted_blocks
 
 ROWS = 40  # rows per block: the messy graph (120 nodes) is 3 blocks, the planted one 15
@@ -43,6 +45,38 @@ def test_ray_pipeline_writes_the_in_process_set(ray_tasks: None, messy_graph: Gr
     assert [p.name for p in (tmp_path / "ray").iterdir()] == [ref.path.name]  # no temp dir left
     again = partition_chunks(messy_chunks, cfg, tmp_path / "ray")
     assert again.reused and again.path == run.pset.path
+
+
+def test_ray_pipeline_reads_chunks_from_and_writes_the_set_to_object_storage(
+        ray_tasks: None, messy_graph: Graph, messy_chunks: ChunkedGraph, tmp_path: Path,
+        s3_bucket: tuple[str, dict[str, object]]) -> None:
+    """Chunks on S3 in, the set on S3 out, no directory shared by the tasks: the same set
+    (name, every file's checksum) as in memory, the pipeline's pieces gone, reused on the
+    next call; a chunk that fails its checksum ends the run and leaves no object behind."""
+    uri, options = s3_bucket
+    bucket = open_store(uri, options)
+    upload_tree(messy_chunks.path, bucket.child("chunks"))
+    cg = open_chunks(f"{uri}/chunks", options)
+    assert cg.location == f"{uri}/chunks" and cg.manifest == messy_chunks.manifest
+    cfg = PartitionConfig(method="random", parts=3, root=f"{uri}/parts", storage_options=options)
+    run = run_chunks(cg, cfg, block_rows=ROWS, progress=False)
+    ref = build_partition_set(messy_graph, PartitionConfig(method="random", parts=3), tmp_path / "mem")
+    assert run.pset.location == f"{uri}/parts/{ref.path.name}"
+    assert run.pset.meta.files == ref.meta.files
+    assert bucket.child("parts").names() == [ref.path.name]
+    assert sorted(bucket.child("parts").child(ref.path.name).names()) == sorted(
+        {rel.split("/")[0] for rel in ref.meta.files} | {"meta.json"})  # no .work/ left
+    again = partition_chunks(cg, cfg)
+    assert again.reused and again.location == run.pset.location
+    again.check_files(verify=True)  # every object's SHA-256 against meta.json
+
+    raw = bytearray(bucket.read_bytes("chunks/nodes-2/y.npy"))
+    raw[-1] ^= 0x01
+    bucket.write_bytes("chunks/nodes-2/y.npy", bytes(raw))
+    failed = cfg.model_copy(update={"root": f"{uri}/failed"})
+    with pytest.raises(ChunkError, match=r"nodes chunk 'nodes-2' of s3://.*y.npy fails its checksum"):
+        run_chunks(open_chunks(f"{uri}/chunks", options), failed, block_rows=ROWS, progress=False)
+    assert bucket.child("failed").names() == []
 
 
 @pytest.mark.parametrize("method", ["stream", "multilevel"])
@@ -265,12 +299,13 @@ def test_the_gathering_task_holds_one_piece_at_a_time(ray_tasks: None, tmp_path:
     below the four pieces together. Handed over as task arguments, all four were mapped at
     once (1.23 GB peak here); the coarse edges of a 2.18B-edge graph are 14 GB of pieces."""
     from partition.parallel import RayBlocks, _Runner
+    from partition.storage import LocalStore
 
     for b in range(4):
         (tmp_path / f"block-{b}").mkdir()
         np.save(tmp_path / f"block-{b}" / "indptr.npy", np.zeros(2, dtype=np.int64))
         np.save(tmp_path / f"block-{b}" / "indices.npy", np.zeros(0, dtype=np.int64))
-    blocks = RayBlocks(tmp_path, np.arange(5, dtype=np.int64), _Runner(progress=False))
+    blocks = RayBlocks(LocalStore(tmp_path), np.arange(5, dtype=np.int64), _Runner(progress=False))
     pieces = blocks.map(_big_piece, (250,), desc="big pieces", keep=True)
     assert blocks.call(_piece_sizes, pieces) == [(b, 250) for b in range(4)]
     assert blocks.runner.task_peaks["_piece_sizes"] < 4 * 250 << 20

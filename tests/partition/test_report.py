@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,12 @@ from partition import (
     PartitionReport,
     PartitionSet,
     assign_parts,
+    open_partition_set,
     quality_report,
+    set_report,
     write_report,
 )
+from partition.format import PartitionMeta, meta_digest
 from partition.graph import Graph
 from tests.conftest import make_graph
 from tests.partition.conftest import directed_messy
@@ -77,6 +81,31 @@ def test_report_agrees_with_the_partition_set(four_parts: PartitionSet, messy_gr
     assert [(p.nodes, p.edges, p.train, p.halo, p.cut_edges) for p in r.parts] == [
         (c.nodes, c.edges, c.train, c.halo, c.cut_edges) for c in m.parts]
     assert [s.name for s in r.steps] == [s.name for s in m.steps]
+
+
+def test_set_report_needs_no_part_and_equals_the_whole_graph_report(four_parts: PartitionSet,
+                                                                     messy_graph: Graph, tmp_path: Path) -> None:
+    """The set's meta carries the cut matrix and the random baseline's cut: the report of
+    the set alone equals the whole-graph report without opening a part, and a set written
+    before those fields (meta without them, its digest unchanged) counts them from its
+    parts, with the same result."""
+    want = quality_report(messy_graph, four_parts.assignment(), method="metis").model_dump(mode="json")
+    keys = ("edge_cut", "random_edge_cut", "cut_matrix", "parts", "imbalance")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PartitionSet, "load_part", lambda *a, **k: pytest.fail("the report read a part"))
+        got = set_report(four_parts).model_dump(mode="json")
+    assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
+
+    old = tmp_path / "old-set"
+    shutil.copytree(four_parts.path, old)
+    body = json.loads((old / "meta.json").read_text())
+    del body["cut_matrix"], body["random_edge_cut"]
+    body["meta_sha256"] = meta_digest(PartitionMeta.model_validate(body))
+    (old / "meta.json").write_text(json.dumps(body))
+    older = open_partition_set(old)
+    assert older.meta.cut_matrix is None and older.meta.random_edge_cut is None
+    got = set_report(older).model_dump(mode="json")
+    assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
 
 
 def test_remote_share_with_all_neighbours_is_exact() -> None:

@@ -1,8 +1,11 @@
 """Training from a chunked graph: the coordinator partitions it with the Ray pipeline (never
-loading the whole graph), workers load their parts, and the run equals the in-memory one."""
+loading the whole graph), workers load their parts, and the run equals the in-memory one.
+The chunks and the partition set live on an S3 server on 127.0.0.1: the pipeline's tasks
+and the workers share no directory."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,8 @@ from gnntrain.runtime.coordinator import run_training
 from partition import open_partition_set, quality_report
 from partition.chunked import ChunkedGraph
 from partition.manifest import sha256_file
+from partition.storage import open_store
+from tests.conftest import upload_tree
 from tests.runtime.helpers import assert_same_state, final_state
 
 SYN = SyntheticConfig(nodes=3000, avg_degree=8, features=16, classes=4, homophily=0.8, feature_noise=1.0)
@@ -34,26 +39,34 @@ def _cfg(tmp: Path, dataset: dict[str, Any], root: str, *overrides: str) -> RunC
     return load_config(raw=raw, overrides=list(overrides))
 
 
-def test_chunks_train_like_memory(ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunks_on_object_storage_train_like_memory(ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    s3_bucket: tuple[str, dict[str, object]]) -> None:
+    uri, options = s3_bucket
     chunks = tmp_path / "chunks"
     write_synthetic_chunks(SYN, chunks, name="syn", rows_per_chunk=1, edges_per_chunk=5000)
+    bucket = open_store(uri, options)
+    upload_tree(chunks, bucket.child("chunks"))
 
     def whole_graph(self: ChunkedGraph) -> None:
         raise AssertionError("the coordinator loaded the whole chunked graph")
 
     monkeypatch.setattr(ChunkedGraph, "to_graph", whole_graph)
-    from_chunks = run_training(_cfg(tmp_path, {"source": "chunks", "path": str(chunks)}, "pc"), progress=False)
+    remote = _cfg(tmp_path, {"source": "chunks", "path": f"{uri}/chunks", "storage_options": options}, "unused",
+                  f"partition.root={uri}/pc", f"partition.storage_options={json.dumps(options)}")
+    from_chunks = run_training(remote, progress=False)
     assert from_chunks["final"]["test_acc"] > 1.5 / CLASSES, from_chunks["final"]
 
     graph = generate(SYN, name="syn")
     from_memory = run_training(_cfg(tmp_path, {"source": "synthetic"}, "pm"), graph=graph, progress=False)
 
-    # the same parts, byte for byte, from the pipeline and from the in-memory build
-    (pc,), (pm,) = list((tmp_path / "pc").iterdir()), list((tmp_path / "pm").iterdir())
-    assert pc.name == pm.name
-    a, b = open_partition_set(pc), open_partition_set(pm)
+    # the same parts, byte for byte, from the pipeline on S3 and from the in-memory build
+    (pm,) = list((tmp_path / "pm").iterdir())
+    assert bucket.child("pc").names() == [pm.name]
+    a = open_partition_set(f"{uri}/pc/{pm.name}", storage_options=options, scratch=tmp_path / "scratch")
+    b = open_partition_set(pm)
     assert {f: e.sha256 for f, e in a.meta.files.items()} == {f: e.sha256 for f, e in b.meta.files.items()}
-    assert sha256_file(pc / "part-1" / "indices.npy") == sha256_file(pm / "part-1" / "indices.npy")
+    got_indices = bucket.child("pc").child(pm.name).read_bytes("part-1/indices.npy")
+    assert hashlib.sha256(got_indices).hexdigest() == sha256_file(pm / "part-1" / "indices.npy")
     # ... hence the same training, bit for bit (every rank's digest included)
     assert_same_state(final_state(from_chunks), final_state(from_memory), world=2)
 

@@ -39,10 +39,9 @@ from typing import Any
 
 import torch
 
+from gnntrain.checkpoint_names import BEST, checkpoint_file, is_rotating, rotating_stem
 from gnntrain.rundir import RunDir
 from partition.manifest import FileMismatch, atomic_write_bytes, record_bytes, verify
-
-_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
 def _stderr(line: str) -> None:
@@ -59,10 +58,6 @@ def _torch_bytes(value: Any) -> bytes:
     return buf.getvalue()
 
 
-BEST = "best"
-"""The stem of the best-validation checkpoint, ``checkpoints/best.pt`` (``train.keep_best``)."""
-
-
 def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
                     parts: Iterable[dict[str, Any]] = (), stem: str | None = None) -> Path:
     """Write ``checkpoints/ckpt-<epoch>.pt`` (state after ``epoch`` epochs) atomically,
@@ -72,7 +67,7 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
     it, its manifest last (:meth:`RunDir.publish_checkpoint`)."""
     d = run.path / "checkpoints"
     rotate = stem is None
-    stem = stem or f"ckpt-{epoch:05d}"
+    stem = stem or rotating_stem(epoch)
     files, digests, records = [], [], []
     for p, part_state in enumerate(parts):
         name = f"{stem}.part-{p}.pt"
@@ -96,7 +91,7 @@ def save_checkpoint(run: RunDir, epoch: int, state: dict[str, Any], keep: int,
 def load_part_file(run: RunDir, name: str) -> dict[str, Any]:
     """One per-part side file named in a checkpoint's ``part_files`` (weights only)."""
     path = run.path / "checkpoints" / name
-    if not re.fullmatch(rf"(ckpt-\d+|{BEST})\.part-\d+\.pt", name):
+    if (named := checkpoint_file(name)) is None or named[1] is None:
         raise CheckpointError(f"checkpoint part file name {name!r} is not ckpt-<epoch>.part-<p>.pt "
                               f"or {BEST}.part-<p>.pt")
     try:
@@ -111,7 +106,8 @@ def list_checkpoints(run: RunDir) -> list[Path]:
     d = run.path / "checkpoints"
     if not d.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if _NAME.match(p.name))
+    return sorted(p for p in d.iterdir() if (named := checkpoint_file(p.name)) is not None
+                  and is_rotating(named[0]) and named[1] is None)
 
 
 def _load_one(path: Path) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -37,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gnntrain.checkpoint_names import MANIFEST, checkpoint_file, is_rotating
 from partition.manifest import FileMismatch, atomic_write_bytes, manifest_bytes, verify
 from partition.paths import check_component, join_under
 from partition.storage import StorageError, Store, default_scratch, open_store
@@ -44,13 +44,13 @@ from partition.storage import StorageError, Store, default_scratch, open_store
 __all__ = ["MANIFEST", "RunMirror", "RunStoreError", "check_writable", "staging_dir"]
 
 CHECKPOINTS = "checkpoints"
-MANIFEST = ".manifest.json"
-"""The suffix of a checkpoint's manifest in the store: ``checkpoints/<stem>.manifest.json``."""
 FORMAT_VERSION = 1
 _LOCAL_ONLY = (CHECKPOINTS, "predictions")  # checkpoints go by manifest; predictions stay local
-_ROTATING = re.compile(r"^(ckpt-\d+)" + re.escape(MANIFEST) + "$")
-_ROTATING_FILE = re.compile(r"^(ckpt-\d+)(\.part-\d+)?\.pt$")
-_CKPT_FILE = re.compile(r"^[A-Za-z0-9_-]+(\.part-\d+)?\.pt$")
+
+
+def _manifest_stems(names: Sequence[str]) -> list[str]:
+    """The stems of the checkpoint manifests among ``names``."""
+    return [n[: -len(MANIFEST)] for n in names if n.endswith(MANIFEST)]
 
 
 class RunStoreError(ValueError):
@@ -121,13 +121,14 @@ class RunMirror:
             raise
         if keep is not None:
             complete = self.rotating()
-            unlisted = {m.group(1) for n in ckpts.names() if (m := _ROTATING_FILE.match(n))} - set(complete)
+            unlisted = {named[0] for n in ckpts.names()
+                        if (named := checkpoint_file(n)) is not None and is_rotating(named[0])} - set(complete)
             for old in complete[:-keep] + sorted(unlisted):
                 self.drop_checkpoint(old)
 
     def rotating(self) -> list[str]:
         """The stems of the complete rotating checkpoints (``ckpt-<epoch>``), oldest first."""
-        return sorted(m.group(1) for n in self.store.child(CHECKPOINTS).names() if (m := _ROTATING.match(n)))
+        return sorted(stem for stem in _manifest_stems(self.store.child(CHECKPOINTS).names()) if is_rotating(stem))
 
     def drop_checkpoint(self, stem: str) -> None:
         """Remove checkpoint ``stem``: its manifest first, then its files."""
@@ -147,7 +148,7 @@ class RunMirror:
             if self.store.exists(name):  # a file, not the checkpoints/ prefix
                 atomic_write_bytes(join_under(local, name, "run directory file"), self.store.read_bytes(name))
         names = self.store.child(CHECKPOINTS).names()
-        others = [n[: -len(MANIFEST)] for n in names if n.endswith(MANIFEST) and not _ROTATING.match(n)]
+        others = [stem for stem in _manifest_stems(names) if not is_rotating(stem)]
         kept: set[str] = set()
         for stem in self.rotating()[-1:] + sorted(others):
             kept |= self._fetch_checkpoint(stem, local / CHECKPOINTS)
@@ -167,7 +168,7 @@ class RunMirror:
             raise RunStoreError(f"{where} is not a checkpoint manifest ({type(e).__name__}: {e}); "
                                 f"{fix}") from None
         for name, (size, sha256) in records.items():
-            if not _CKPT_FILE.match(name):
+            if checkpoint_file(name) is None:
                 raise RunStoreError(f"{where} lists {name!r}, not a checkpoint file; {fix}")
             dest = local / name
             try:

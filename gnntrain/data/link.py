@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from gnntrain.config import LightGcnDataset, OgblDataset
 
 __all__ = ["EdgeSplit", "load_lightgcn", "load_ogbl", "load_pt", "load_split",
-           "message_passing_graph", "random_edge_split", "renumber"]
+           "RandomSplitResult", "message_passing_graph", "random_edge_split", "renumber", "split_edges_at_random",
+           "training_csr"]
 
 OGBL_LAYOUT = ("<path>/raw/edge.csv.gz and <path>/split/<name>/{train,valid,test}.pt "
                "(OGB's link-property layout; see gnntrain/data/link.py)")
@@ -145,14 +146,22 @@ def load_split(cfg: OgblDataset | LightGcnDataset) -> EdgeSplit:
         raise DataError(f"dataset {cfg.name!r} (source={cfg.source}): {e}") from None
 
 
+def training_csr(train: np.ndarray, num_nodes: int, undirected: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The in-neighbour CSR of the training edges ``train`` (``[m, 2]``): both directions when
+    ``undirected``, repeats and self-loops dropped. Message passing runs on it; the hard
+    (common-neighbour) negatives of a random split rank candidates by it."""
+    return csr_from_edges(train[:, 0], train[:, 1], num_nodes, undirected=undirected, dedup=True,
+                          self_loops="remove")
+
+
 def message_passing_graph(split: EdgeSplit, name: str, *, feature_fallback: Any = "degree",
-                          fallback_dim: int = 32, x: np.ndarray | None = None) -> Graph:
+                          fallback_dim: int = 32, x: np.ndarray | None = None,
+                          csr: tuple[np.ndarray, np.ndarray] | None = None) -> Graph:
     """The graph message passing runs on: the training edges only (both directions when
     undirected), fallback features when ``x`` is None, every node in ``train_idx`` (the
-    node splits are unused by link prediction)."""
-    tr = split.train
-    indptr, indices = csr_from_edges(tr[:, 0], tr[:, 1], split.num_nodes,
-                                     undirected=split.undirected, dedup=True, self_loops="remove")
+    node splits are unused by link prediction). ``csr``: the split's :func:`training_csr`
+    where the caller has it already (:func:`split_edges_at_random` with hard negatives)."""
+    indptr, indices = csr if csr is not None else training_csr(split.train, split.num_nodes, split.undirected)
     if x is None:
         x = fallback_features(indptr, indices, feature_fallback, fallback_dim)
     n = split.num_nodes
@@ -359,6 +368,26 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
                       undirected: bool = True, keep_train_per_node: bool = True,
                       shared_negatives: int = 0, per_positive: int = 0,
                       common_neighbour_negatives: bool = False) -> EdgeSplit:
+    """:func:`split_edges_at_random`, the split alone."""
+    return split_edges_at_random(graph, val_frac=val_frac, test_frac=test_frac, seed=seed, undirected=undirected,
+                                 keep_train_per_node=keep_train_per_node, shared_negatives=shared_negatives,
+                                 per_positive=per_positive,
+                                 common_neighbour_negatives=common_neighbour_negatives).split
+
+
+@dataclass(frozen=True)
+class RandomSplitResult:
+    """A random split, and the :func:`training_csr` it built on the way (hard negatives
+    rank by it; None otherwise): message passing reuses it instead of building it again."""
+
+    split: EdgeSplit
+    train_csr: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def split_edges_at_random(graph: Graph, *, val_frac: float, test_frac: float, seed: int,
+                          undirected: bool = True, keep_train_per_node: bool = True,
+                          shared_negatives: int = 0, per_positive: int = 0,
+                          common_neighbour_negatives: bool = False) -> RandomSplitResult:
     """Split ``graph``'s edges at random (seeded): ``val_frac`` and ``test_frac`` of them
     (each undirected edge counted once, both directions in the same split) become
     validation and test positives; the rest train. With ``keep_train_per_node`` an edge is
@@ -409,16 +438,18 @@ def random_edge_split(graph: Graph, *, val_frac: float, test_frac: float, seed: 
     def sources(split: str) -> np.ndarray:
         return rng.integers(0, n, shared_negatives) if shared_negatives else edges[split][:, 0]
 
+    train_csr = None
     if common_neighbour_negatives:
-        train_csr = csr_from_edges(edges["train"][:, 0], edges["train"][:, 1], n, undirected=True)
+        train_csr = training_csr(edges["train"], n, undirected=True)
         negs = {s: common_neighbour_non_edges(rng, edges[s][:, 0], train_csr, all_keys, per_positive)
                 for s in EVAL_SPLITS}
     else:
         negs = {s: sample_non_edges(rng, sources(s), (0, n), all_keys, n, max(1, per_positive))
                 for s in EVAL_SPLITS}
-    return EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
-                     test=edges["test"], test_neg=negs["test"], undirected=undirected,
-                     where=f"random split of {graph.name}", neg_per_pos=per_positive).check()
+    split = EdgeSplit(num_nodes=n, train=edges["train"], val=edges["val"], val_neg=negs["val"],
+                      test=edges["test"], test_neg=negs["test"], undirected=undirected,
+                      where=f"random split of {graph.name}", neg_per_pos=per_positive).check()
+    return RandomSplitResult(split, train_csr)
 
 
 def _take_keeping_one(ei: np.ndarray, cand: np.ndarray, spare: np.ndarray, count: int,

@@ -3,7 +3,7 @@ graph is partitioned, the renumbering.
 
 :func:`load_link_data` takes the split a source stores (``ogbl``, ``lightgcn``:
 :func:`gnntrain.data.link.load_split`) or a seeded random split of any other graph
-(:class:`RandomSplit`, :func:`gnntrain.data.link.random_edge_split`), and builds the graph
+(:class:`RandomSplit`, :func:`gnntrain.data.link.split_edges_at_random`), and builds the graph
 message passing runs on from the training edges only
 (:func:`gnntrain.data.link.message_passing_graph`). :class:`LinkData` keeps the split in
 the graph's own ids; :meth:`LinkData.placed` adds the map to the partitioned ids (the
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gnntrain.data.link import EdgeSplit, load_split, message_passing_graph, random_edge_split
+from gnntrain.data.link import EdgeSplit, load_split, message_passing_graph, split_edges_at_random
 
 if TYPE_CHECKING:
     from gnntrain.config import DatasetConfig
@@ -116,7 +116,7 @@ def load_link_data(dataset: DatasetConfig, graph: Graph | None = None,
     :class:`RandomSplit`) applied to the graph. Features: the source's own, or where it
     has none (a stored split, ``dataset.features: null``) the dataset's fallback features
     rebuilt from the training edges alone."""
-    x = None
+    x = csr = None
     if stores_split(dataset, graph):
         split = load_split(dataset)  # type: ignore[arg-type]
     else:
@@ -124,13 +124,14 @@ def load_link_data(dataset: DatasetConfig, graph: Graph | None = None,
 
         r = random or RandomSplit()
         base = graph if graph is not None else load_dataset(dataset)
-        split = random_edge_split(base, val_frac=r.val_frac, test_frac=r.test_frac, seed=r.seed,
-                                  keep_train_per_node=r.keep_train_per_node,
-                                  shared_negatives=r.shared_negatives, per_positive=r.per_positive,
-                                  common_neighbour_negatives=r.common_neighbour_negatives)
+        made = split_edges_at_random(base, val_frac=r.val_frac, test_frac=r.test_frac, seed=r.seed,
+                                     keep_train_per_node=r.keep_train_per_node,
+                                     shared_negatives=r.shared_negatives, per_positive=r.per_positive,
+                                     common_neighbour_negatives=r.common_neighbour_negatives)
+        split, csr = made.split, made.train_csr
         if graph is not None or getattr(dataset, "features", "stored") is not None:
             x = base.x  # the source's own features
     g = message_passing_graph(split, dataset.name,
                               feature_fallback=getattr(dataset, "feature_fallback", "degree"),
-                              fallback_dim=getattr(dataset, "fallback_dim", 32), x=x)
+                              fallback_dim=getattr(dataset, "fallback_dim", 32), x=x, csr=csr)
     return LoadedLink(LinkData(split), g)

@@ -83,10 +83,16 @@ class Part:
 
     @classmethod
     def whole_graph(cls, graph: Graph) -> Part:
-        """The whole graph as the only part: owns every node, no halo (single process)."""
+        """The whole graph as the only part: owns every node, no halo (single process). A
+        typed graph's features are held as a part's are, one table per node type at its own
+        width (:class:`~partition.feature_rows.TypedRows`), so one process evaluates as a
+        worker does (each type projected at its width, a sparse type as one sparse product)."""
         n = graph.num_nodes
+        types = graph.node_types()
+        x: np.ndarray | TypedRows = graph.x if types is None else TypedRows.from_padded(
+            graph.x, types, len(graph.node_type_names))
         return cls(part_id=0, book=PartitionBook.single(n), indptr=graph.indptr,
-                   indices=graph.indices, x=graph.x, y=graph.y, train_idx=graph.train_idx,
+                   indices=graph.indices, x=x, y=graph.y, train_idx=graph.train_idx,
                    val_idx=graph.val_idx, test_idx=graph.test_idx,
                    orig_ids=np.arange(n, dtype=np.int64), halo_ids=np.empty(0, np.int64),
                    halo_offsets=np.zeros(2, dtype=np.int64), edge_rel=graph.edge_rel,

@@ -8,6 +8,11 @@ Builds (or reuses) the partition set of every method asked for, prints the repor
 tables, and writes ``partition.json`` and ``partition.png`` into ``--out`` (default
 ``<train.run_root>/partition-<dataset>-k<k>-<timestamp>/``). Exit status 2 on a
 configuration, data or partitioning error, with the message on stderr.
+
+A chunked dataset (``dataset.source: chunks``, local or a URI) is partitioned by the Ray
+pipeline (:mod:`partition.parallel`: ``random``, ``stream`` or ``multilevel``) on the running
+Ray instance, or a local one, without loading the graph, and reported from the written set
+alone (no remote-share estimate).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from typing import Any
 
 from partition.build import build_partition_set
 from partition.config import METHODS
-from partition.report import PartitionReport, quality_report, write_report
+from partition.report import PartitionReport, quality_report, set_report, write_report
 from partition.steps import StepRecorder
 from partition.storage import is_remote
+from partition.store import PartitionSet
 
 # The one module of ``partition`` that imports upward: a thin entry point that reaches
 # for the dataset loaders and the run config of ``gnntrain`` (tests/test_layering.py).
@@ -34,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m partition", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Partition a dataset's graph (or reuse its stored partition set) and print "
-                    "and write the partition-quality report.",
+                    "and write the partition-quality report. A chunked dataset (source: chunks) is "
+                    "partitioned by the Ray pipeline (random, stream or multilevel) without loading it.",
         epilog="examples:\n" + "\n".join(line for line in (__doc__ or "").splitlines()
                                           if line.startswith("    python")))
     p.add_argument("--config", required=True, help="dataset config (datasets/<name>.yaml)")
@@ -67,7 +74,7 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     """Everything ``main`` does, returning the reports (first: the configured method)."""
     from rich.console import Console
 
-    from gnntrain.config import HETERO_SOURCES, load_config
+    from gnntrain.config import HETERO_SOURCES, ChunksDataset, load_config
     from gnntrain.data import load_dataset
     from partition.render import print_comparison
     from samplers.config import hop_fanouts
@@ -90,29 +97,57 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     if cfg.dataset.source in HETERO_SOURCES:  # a typed graph: typed set and per-type report
         _run_typed(cfg, args, methods, console)
         return []
-    rec = StepRecorder()
-    with rec("load"):
-        graph = load_dataset(cfg.dataset)
-    console.print(f"loaded {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
-                  f"{graph.num_features} features ({rec.steps[0].seconds:.2f} s)")
-    reports = []
-    for method in methods:
-        pcfg = cfg.partition.model_copy(update={"method": method})
-        pset = build_partition_set(graph, pcfg, args.root, force=args.force)
-        notes = [f"partition set reused from {pset.location}; its step times are from the build at "
-                 f"{pset.meta.created_utc} (use --force to rebuild)"] if pset.reused else []
-        reports.append(quality_report(
-            graph, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts), replace=cfg.sampler.replace,
-            method=method, num_parts=pcfg.parts, steps=rec.steps + pset.meta.steps,
-            partition_path=pset.location, notes=notes))
+    if isinstance(cfg.dataset, ChunksDataset):  # chunks: the Ray pipeline, the report from the set
+        reports = _chunk_reports(cfg, args, methods, console)
+    else:
+        rec = StepRecorder()
+        with rec("load"):
+            graph = load_dataset(cfg.dataset)
+        console.print(f"loaded {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
+                      f"{graph.num_features} features ({rec.steps[0].seconds:.2f} s)")
+        reports = []
+        for method in methods:
+            pcfg = cfg.partition.model_copy(update={"method": method})
+            pset = build_partition_set(graph, pcfg, args.root, force=args.force)
+            reports.append(quality_report(
+                graph, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts), replace=cfg.sampler.replace,
+                method=method, num_parts=pcfg.parts, steps=rec.steps + pset.meta.steps,
+                partition_path=pset.location, notes=_reuse_notes(pset)))
     reports[0].print(console)
     if len(reports) > 1:
         print_comparison(reports, console)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else (
-        Path(cfg.train.run_root) / f"partition-{graph.name}-k{cfg.partition.parts}-{stamp}")
+        Path(cfg.train.run_root) / f"partition-{reports[0].graph_name}-k{cfg.partition.parts}-{stamp}")
     written = write_report(reports[0], out, compare=reports[1:], plot=not args.no_plot)
     console.print("wrote " + ", ".join(str(p) for p in written.values()))
+    return reports
+
+
+def _reuse_notes(pset: PartitionSet) -> list[str]:
+    return [f"partition set reused from {pset.location}; its step times are from the build at "
+            f"{pset.meta.created_utc} (use --force to rebuild)"] if pset.reused else []
+
+
+def _chunk_reports(cfg: Any, args: argparse.Namespace, methods: list[str], console: Any) -> list[PartitionReport]:
+    """``run`` for ``dataset.source: chunks``: each method's set built (or reused) by the Ray
+    pipeline on the running Ray instance (a local one if none), never loading the graph, and
+    reported from the set alone (:func:`~partition.report.set_report`: no remote-share estimate)."""
+    from gnntrain.data.load import open_chunk_dataset
+    from partition.parallel import CHUNKED_METHODS, run_chunks  # imports Ray: only for chunks
+
+    whole = [m for m in methods if m not in CHUNKED_METHODS]
+    if whole:
+        raise ValueError(f"partition.method={whole[0]!r} needs the whole graph in one process; "
+                         f"dataset.source='chunks' is partitioned with one of {', '.join(CHUNKED_METHODS)}")
+    cg = open_chunk_dataset(cfg.dataset)
+    console.print(f"opened chunks of {cg.name}: {cg.num_nodes} nodes, {cg.num_edges} edges, "
+                  f"{cg.num_features} features ({cg.location})")
+    reports = []
+    for method in methods:
+        pcfg = cfg.partition.model_copy(update={"method": method})
+        pset = run_chunks(cg, pcfg, args.root, force=args.force).pset
+        reports.append(set_report(pset, notes=_reuse_notes(pset)))
     return reports
 
 

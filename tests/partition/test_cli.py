@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from partition import open_partition_set
+from partition import open_partition_set, quality_report
 from partition.cli import main, run
+from partition.graph import Graph
 from tests.conftest import REPO
 
 
@@ -85,3 +86,29 @@ def test_module_entry_point_on_cora(data_root: Path, tmp_path: Path) -> None:
     assert body["num_nodes"] == 2708 and body["num_parts"] == 4
     assert body["edge_cut_fraction"] < 0.5 * body["random_edge_cut_fraction"]
     assert "edge cut" in proc.stdout
+
+
+def test_chunks_are_partitioned_by_the_ray_pipeline_and_reported_from_the_set(
+        ray_tasks: None, tmp_path: Path, messy_graph: Graph) -> None:
+    """``source: chunks``: the pipeline builds the set (never the whole graph in this
+    process), the report comes from the set and equals the whole-graph report of its
+    assignment; a whole-graph method is refused before any work."""
+    from partition.chunked import ChunkedGraph, write_chunks
+
+    write_chunks(messy_graph, tmp_path / "chunks", edges_per_chunk=97, nodes_per_chunk=25)
+    cfg = {"dataset": {"name": messy_graph.name, "source": "chunks", "path": str(tmp_path / "chunks")},
+           "partition": {"root": str(tmp_path / "parts"), "method": "stream"},
+           "sampler": {"fanouts": [5, 3]}, "model": {"layers": 2}, "train": {"run_root": str(tmp_path / "runs")}}
+    path = tmp_path / "chunks.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ChunkedGraph, "to_graph", lambda self: pytest.fail("the whole chunked graph was loaded"))
+        (report,) = run(["--config", str(path), "--parts", "3", "--out", str(tmp_path / "out"), "--no-plot"])
+    pset = open_partition_set(report.partition_path)
+    want = quality_report(messy_graph, pset.assignment(), num_parts=3, method="stream")
+    assert report.method == "stream" and pset.meta.method == "stream"
+    for key in ("edge_cut", "random_edge_cut", "cut_matrix", "parts", "imbalance"):
+        assert getattr(report, key) == getattr(want, key), key
+    assert json.loads((tmp_path / "out" / "partition.json").read_text())["edge_cut"] == report.edge_cut
+    assert main(["--config", str(path), "--parts", "3", "--method", "metis", "--root", str(tmp_path / "m")]) == 2
+    assert not (tmp_path / "m").exists()

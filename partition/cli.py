@@ -21,11 +21,12 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from partition.build import build_partition_set
-from partition.config import METHODS
+from partition.config import METHODS, PartitionConfig
 from partition.report import PartitionReport, quality_report, set_report, write_report
 from partition.steps import StepRecorder
 from partition.storage import is_remote
@@ -106,8 +107,7 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
         console.print(f"loaded {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
                       f"{graph.num_features} features ({rec.steps[0].seconds:.2f} s)")
         reports = []
-        for method in methods:
-            pcfg = cfg.partition.model_copy(update={"method": method})
+        for method, pcfg in _each_method(cfg, methods):
             pset = build_partition_set(graph, pcfg, args.root, force=args.force)
             reports.append(quality_report(
                 graph, pset.assignment(), fanouts=hop_fanouts(cfg.sampler.fanouts), replace=cfg.sampler.replace,
@@ -116,12 +116,24 @@ def run(argv: list[str] | None = None) -> list[PartitionReport]:
     reports[0].print(console)
     if len(reports) > 1:
         print_comparison(reports, console)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else (
-        Path(cfg.train.run_root) / f"partition-{reports[0].graph_name}-k{cfg.partition.parts}-{stamp}")
+    out = _out_dir(args, cfg, reports[0].graph_name)
     written = write_report(reports[0], out, compare=reports[1:], plot=not args.no_plot)
     console.print("wrote " + ", ".join(str(p) for p in written.values()))
     return reports
+
+
+def _out_dir(args: argparse.Namespace, cfg: Any, graph_name: str) -> Path:
+    """Where the report goes: ``--out``, else a new ``partition-<graph>-k<k>-<time>`` directory
+    under ``train.run_root``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(args.out) if args.out else (
+        Path(cfg.train.run_root) / f"partition-{graph_name}-k{cfg.partition.parts}-{stamp}")
+
+
+def _each_method(cfg: Any, methods: list[str]) -> Iterator[tuple[str, PartitionConfig]]:
+    """Each method asked for, with the config's partition settings for it."""
+    for method in methods:
+        yield method, cfg.partition.model_copy(update={"method": method})
 
 
 def _reuse_notes(pset: PartitionSet) -> list[str]:
@@ -144,8 +156,7 @@ def _chunk_reports(cfg: Any, args: argparse.Namespace, methods: list[str], conso
     console.print(f"opened chunks of {cg.name}: {cg.num_nodes} nodes, {cg.num_edges} edges, "
                   f"{cg.num_features} features ({cg.location})")
     reports = []
-    for method in methods:
-        pcfg = cfg.partition.model_copy(update={"method": method})
+    for _, pcfg in _each_method(cfg, methods):
         pset = run_chunks(cg, pcfg, args.root, force=args.force).pset
         reports.append(set_report(pset, notes=_reuse_notes(pset)))
     return reports
@@ -162,16 +173,13 @@ def _run_typed(cfg: Any, args: argparse.Namespace, methods: list[str], console: 
     console.print(f"loaded {graph.name}: {graph.num_nodes} nodes, {graph.total_edges} edges in "
                   f"{len(graph.relations)} relations")
     reports = []
-    for method in methods:
-        pcfg = cfg.partition.model_copy(update={"method": method})
+    for method, pcfg in _each_method(cfg, methods):
         pset = build_hetero_partition_set(graph, pcfg, args.root, force=args.force)
         rep = hetero_quality_report(graph, pset.assignment(), num_parts=pcfg.parts, method=method)
         rep.print(console)
         console.print(f"partition set {'reused from' if pset.reused else 'written to'} {pset.path}")
         reports.append(rep.model_dump(mode="json"))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else (
-        Path(cfg.train.run_root) / f"partition-{graph.name}-k{cfg.partition.parts}-{stamp}")
+    out = _out_dir(args, cfg, graph.name)
     out.mkdir(parents=True, exist_ok=True)
     (out / "partition.json").write_text(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
     console.print(f"wrote {out / 'partition.json'}")

@@ -45,7 +45,7 @@ from partition.storage import LocalStore, Store, is_remote, local_path, open_sto
 from partition.store import PartitionSet, open_partition_set, settings_of
 
 __all__ = ["Renumbering", "baseline_parts", "build_partition_set", "cleaned_on_failure", "make_tmp", "move_into_place", "part_files",
-           "put_npy",
+           "put_npy", "reuse_set",
            "set_key", "set_path", "set_prefix", "write_meta"]
 
 
@@ -294,6 +294,17 @@ def move_into_place(tmp: Path, path: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def reuse_set(location: str | Path, graph_hash: str, cfg: PartitionConfig) -> PartitionSet:
+    """The stored set at ``location`` (local, or in the store of ``cfg.storage_options``),
+    checked to be of the graph ``graph_hash`` with ``cfg``'s settings and to have every file
+    at its recorded size, marked ``reused``."""
+    pset = open_partition_set(location, expect_graph_hash=graph_hash, storage_options=cfg.storage_options)
+    pset.check_matches(graph_hash, cfg)
+    pset.check_files()
+    pset.reused = True
+    return pset
+
+
 def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | None = None, *,
                         force: bool = False, on_write: Callable[[str], None] | None = None
                         ) -> PartitionSet:
@@ -325,11 +336,7 @@ def build_partition_set(graph: Graph, cfg: PartitionConfig, root: str | Path | N
             graph_hash = graph.content_hash()
         path = set_path(root, graph, cfg)
         if path.exists():
-            pset = open_partition_set(path, expect_graph_hash=graph_hash)
-            pset.check_matches(graph_hash, cfg)
-            pset.check_files()
-            pset.reused = True
-            return pset
+            return reuse_set(path, graph_hash, cfg)
     tmp = make_tmp(root, _set_prefix(graph, cfg).rstrip("-"))
     with cleaned_on_failure(tmp, root):
         with ThreadPoolExecutor(1, thread_name_prefix="partition-hash") as pool:
@@ -356,11 +363,7 @@ def _build_in_store(graph: Graph, cfg: PartitionConfig, store: Store, *, force: 
     name = check_component("partition set name (dataset.name)", _set_prefix(graph, cfg) + set_key(graph_hash, cfg))
     dest = store.child(name)
     if not force and dest.exists("meta.json"):
-        pset = open_partition_set(dest.uri, expect_graph_hash=graph_hash, storage_options=cfg.storage_options)
-        pset.check_matches(graph_hash, cfg)
-        pset.check_files()
-        pset.reused = True
-        return pset
+        return reuse_set(dest.uri, graph_hash, cfg)
     dest.remove("meta.json")
     parts = assign_parts(graph, cfg, steps=rec)
     with cleaned_on_failure(dest, store.uri):

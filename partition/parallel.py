@@ -68,6 +68,7 @@ from partition.build import (
     move_into_place,
     part_files,
     put_npy,
+    reuse_set,
     set_key,
     set_prefix,
     write_meta,
@@ -370,11 +371,7 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
         local = local_path(where) / name
         found = local if local.exists() else None
     if found is not None and not force:
-        pset = open_partition_set(found, expect_graph_hash=m.graph_hash, storage_options=cfg.storage_options)
-        pset.check_matches(m.graph_hash, cfg)
-        pset.check_files()
-        pset.reused = True
-        return ChunkedRun(pset)
+        return ChunkedRun(reuse_set(found, m.graph_hash, cfg))
     if not ray.is_initialized():
         ray.init(include_dashboard=False, logging_level=logging.WARNING)
     if local is None:

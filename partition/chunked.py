@@ -150,7 +150,7 @@ class ChunkedGraph:
 
     def __repr__(self) -> str:
         m = self.manifest
-        return (f"ChunkedGraph({self.location!r}, nodes={m.num_nodes}, edges={m.num_edges}, "
+        return (f"{type(self).__name__}({self.location!r}, nodes={m.num_nodes}, edges={m.num_edges}, "
                 f"edge_chunks={len(m.edge_chunks)}, node_chunks={len(m.node_chunks)})")
 
     @property
@@ -208,7 +208,7 @@ class ChunkedGraph:
 
     def edges(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """``(src, dst)`` of edge chunk ``j``, ids checked against ``[0, N)``."""
-        src, dst = self.read("edges", j, "src"), self.read("edges", j, "dst")
+        src, dst = self._edge_arrays(j)
         n, c = self.num_nodes, self.manifest.edge_chunks[j]
         for what, a in (("src", src), ("dst", dst)):
             if a.size and (a.min() < 0 or a.max() >= n):
@@ -216,6 +216,10 @@ class ChunkedGraph:
                 raise ChunkError(f"edge chunk {c.name!r} of {self.location}: {what} id {bad} is outside "
                                  f"[0, num_nodes={n})")
         return src, dst
+
+    def _edge_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(src, dst)`` of edge chunk ``j`` as stored (a reader of another format overrides it)."""
+        return self.read("edges", j, "src"), self.read("edges", j, "dst")
 
     def iter_node_chunks(self) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
         for j, c in enumerate(self.manifest.node_chunks):

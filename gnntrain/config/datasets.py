@@ -377,16 +377,49 @@ HETERO_SOURCES = ("hetero_dir", "ogb_mag", "synthetic_hetero")
 
 
 class ChunksDataset(_DatasetBase):
-    """A chunked graph directory (``partition/chunked.py``; written by ``write_chunks`` or
-    ``gnntrain.data.synthetic_chunks``). The run partitions it with
-    the Ray pipeline (``partition.method`` stream or multilevel) and never loads the whole
-    graph into one process (``--single-process`` is refused)."""
+    """A graph no process holds whole, partitioned by the Ray pipeline (``partition.method``
+    stream or multilevel) and never loaded into one process (``--single-process`` is
+    refused). Either a chunk directory (``path``: ``partition/chunked.py``, written by
+    ``write_chunks`` or ``gnntrain.data.synthetic_chunks``) or Parquet tables (``edges`` and
+    ``nodes``, as ``source: parquet`` names them), whose row groups are the chunks
+    (``gnntrain/data/parquet.py``): each Ray task reads its own row groups."""
 
     source: Literal["chunks"] = "chunks"
-    path: str = Field(description="the chunk directory (holds manifest.json): a local path ("
-                      + _PATH_DOC + ") or a URI the storage layer opens (s3://bucket/chunks, gs://...), "
-                      "whose chunks the pipeline's Ray tasks then read one object per array")
+    path: str | None = Field(None, description="the chunk directory (holds manifest.json): a local path ("
+                             + _PATH_DOC + ") or a URI the storage layer opens (s3://bucket/chunks, "
+                             "gs://...), whose chunks the pipeline's Ray tasks then read one object "
+                             "per array; or give edges and nodes instead")
+    edges: ParquetEdges | None = Field(None, description="a Parquet edge table, its row groups the edge "
+                                       "chunks (instead of path); edges as stored, no cleaning")
+    nodes: ParquetNodes | None = Field(None, description="the Parquet node table that goes with edges, its "
+                                       "row groups the node chunks: features, label and masks are "
+                                       "required; with an id column each row group must hold "
+                                       "consecutive ids in order")
+    num_classes: int | None = Field(None, ge=1, description="class count of Parquet tables; default the "
+                                    "labels present (remapped to 0..C-1 when they have gaps)")
     storage_options: dict[str, Any] = Field(default_factory=dict, description=_STORAGE_OPTIONS_DOC)
+
+    @model_validator(mode="after")
+    def _directory_or_tables(self) -> ChunksDataset:
+        tables = self.edges is not None or self.nodes is not None
+        if (self.path is None) == (not tables):
+            raise ValueError("source='chunks' takes either 'path' (a chunk directory) or 'edges' and "
+                             "'nodes' (Parquet tables), " + ("not both" if tables else "and got neither"))
+        if not tables:
+            if self.num_classes is not None:
+                raise ValueError(f"num_classes={self.num_classes}: a chunk directory records its own; "
+                                 "num_classes goes with Parquet tables (edges and nodes)")
+            return self
+        if self.edges is None or self.nodes is None:
+            raise ValueError(f"source='chunks' with Parquet tables needs both 'edges' and 'nodes'; "
+                             f"'{'nodes' if self.nodes is None else 'edges'}' is missing")
+        missing = [k for k in ("features", "label", "masks") if getattr(self.nodes, k) is None]
+        if missing:
+            raise ValueError(f"nodes.{missing[0]} is not set: chunked Parquet tables need the node "
+                             "table's features, label and masks (no fallback features or random "
+                             "split without the whole graph); use source: parquet for tables one "
+                             "process can load")
+        return self
 
 
 DatasetConfig = Annotated[

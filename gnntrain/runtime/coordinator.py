@@ -246,7 +246,9 @@ def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,
     if graph is not None or not isinstance(cfg.dataset, ChunksDataset):
         return task.load_graph(cfg.dataset, graph)
     if single_process:
-        raise ConfigError(f"dataset.source='chunks' (dataset.path={cfg.dataset.path!r}) trains on Ray "
+        where = (f"dataset.path={cfg.dataset.path!r}" if cfg.dataset.path is not None
+                 else f"dataset.edges.path={cfg.dataset.edges.path!r}" if cfg.dataset.edges else "")
+        raise ConfigError(f"dataset.source='chunks' ({where}) trains on Ray "
                           "workers only, each loading its own part; drop --single-process")
     from partition.parallel import CHUNKED_METHODS
 

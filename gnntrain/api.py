@@ -119,7 +119,7 @@ def resolve_config(config: ConfigLike | None, overrides: Sequence[str] = (), *,
         raw = RunDir.read_config_at(str(resume), _storage_overrides(items))
         cfg = load_config(raw=raw, overrides=items)
         run = RunDir.open(str(resume), storage_options=cfg.train.storage_options,
-                          scratch=cfg.cluster.scratch_dir)
+                          scratch=cfg.cluster.scratch_dir, max_bytes=cfg.cluster.scratch_max_bytes)
         if not list_checkpoints(run):
             raise ConfigError(f"--resume {resume}: the run has no checkpoint to continue "
                               f"from (nothing in {run.location}/checkpoints); start a new run instead")

@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -42,6 +42,7 @@ from gnntrain.config import RunConfig
 from gnntrain.rundir_store import RunMirror, staging_dir
 from partition.manifest import atomic_write_bytes
 from partition.paths import check_component, join_under
+from partition.staging import evict_scratch, hold
 from partition.storage import LocalStore, Store, is_remote, open_store
 
 
@@ -61,9 +62,14 @@ class RunDir:
     """One run's directory: ``path`` on this machine and, for a run on object storage, the
     ``mirror`` that uploads it."""
 
-    def __init__(self, path: Path, mirror: RunMirror | None = None) -> None:
+    def __init__(self, path: Path, mirror: RunMirror | None = None, *, max_bytes: int | None = None) -> None:
         self.path = path
         self.mirror = mirror
+        self._hold: IO[str] | None = None
+        if mirror is not None:  # a staging copy in node-local scratch: held while this object lives
+            self._hold = hold(path)
+            if max_bytes is not None:  # cluster.scratch_max_gb: other scratch entries make room
+                evict_scratch(path.parents[2], path, max_bytes)
 
     @property
     def location(self) -> str:
@@ -72,11 +78,12 @@ class RunDir:
 
     @classmethod
     def create(cls, root: str | Path, name: str, *, storage_options: Mapping[str, Any] | None = None,
-               scratch: str | Path | None = None) -> RunDir:
+               scratch: str | Path | None = None, max_bytes: int | None = None) -> RunDir:
         """A new run directory under ``root``; under an object-store URI, a new prefix there
-        staged in ``scratch`` (:func:`~gnntrain.rundir_store.staging_dir`)."""
+        staged in ``scratch`` (:func:`~gnntrain.rundir_store.staging_dir`), after removing
+        other scratch entries beyond ``max_bytes`` (:func:`partition.staging.evict_scratch`)."""
         if is_remote(root):
-            return cls._create_in_store(str(root), name, storage_options, scratch)
+            return cls._create_in_store(str(root), name, storage_options, scratch, max_bytes)
         root = Path(root)
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -93,7 +100,7 @@ class RunDir:
 
     @classmethod
     def _create_in_store(cls, root: str, name: str, storage_options: Mapping[str, Any] | None,
-                         scratch: str | Path | None) -> RunDir:
+                         scratch: str | Path | None, max_bytes: int | None) -> RunDir:
         store = open_store(root, storage_options)
         taken = set(store.names())
         for leaf in _names(name):
@@ -103,24 +110,25 @@ class RunDir:
             path = staging_dir(mirror.uri, scratch)
             try:
                 path.mkdir(parents=True)
-                return cls(path, mirror)
+                return cls(path, mirror, max_bytes=max_bytes)
             except FileExistsError:
                 continue
         raise FileExistsError(f"could not find a free run directory name under {root}")
 
     @classmethod
     def at(cls, location: str | Path, *, storage_options: Mapping[str, Any] | None = None,
-           scratch: str | Path | None = None) -> RunDir:
+           scratch: str | Path | None = None, max_bytes: int | None = None) -> RunDir:
         """The run directory at exactly ``location`` (a sweep's trial: ``<sweep>/runs/<trial>``),
         made if absent: a local directory, or a store prefix staged in ``scratch``."""
         mirror = RunMirror(open_store(str(location), storage_options)) if is_remote(location) else None
         path = staging_dir(mirror.uri, scratch) if mirror is not None else Path(location)
         path.mkdir(parents=True, exist_ok=True)
-        return cls(path, mirror)
+        return cls(path, mirror, max_bytes=max_bytes)
 
     @classmethod
     def open(cls, location: str | Path, *, storage_options: Mapping[str, Any] | None = None,
-             scratch: str | Path | None = None, kind: str = "runs", what: str = "--resume") -> RunDir:
+             scratch: str | Path | None = None, kind: str = "runs", what: str = "--resume",
+             max_bytes: int | None = None) -> RunDir:
         """An existing run: a local directory as it is; a run in a store fetched into
         :func:`~gnntrain.rundir_store.staging_dir` (``kind``: ``runs`` to continue it, ``cache``
         to read it) with its newest complete checkpoints, verified against their manifests.
@@ -128,8 +136,9 @@ class RunDir:
         if is_remote(location):
             mirror = RunMirror(_run_store(str(location), storage_options, what))
             path = staging_dir(mirror.uri, scratch, kind)
+            run = cls(path, mirror, max_bytes=max_bytes)  # held, and room made, before the fetch
             mirror.fetch(path)
-            return cls(path, mirror)
+            return run
         p = Path(location)
         if not (p / "config.yaml").is_file():
             raise FileNotFoundError(

@@ -16,14 +16,19 @@ Works for both set formats (``files`` in ``meta.json`` maps each relative path t
 ``bytes`` and ``sha256``; a part's files are under ``part-<p>/``).
 
 Staged sets stay on the node for the next run. With ``max_bytes`` (``cluster.scratch_max_gb``)
-staging first removes the least recently used other staged sets under the scratch
-directory until they and the set being staged fit (:func:`evict_staged`); a set used in the
-last :data:`EVICT_MIN_AGE_S` seconds is never removed (another run on the node may be
-staging it), nor is the set being staged, so the limit can be exceeded by what is in use.
+staging first removes the least recently used other entries of the scratch directory until
+they and the set being staged fit (:func:`evict_scratch`): staged sets, and the local copies
+of runs on object storage (``runs/``, ``sweeps/``: a run's staging directory, which the
+store already mirrors, and ``cache/``: what ``gnntrain.load`` and ``gnntrain.predict``
+fetched). An entry a process holds (:func:`hold`: a worker its staged set, a run its staging
+directory, for as long as they live) is never removed, nor one used in the last
+:data:`EVICT_MIN_AGE_S` seconds (another run on the node may be staging it), nor the set
+being staged, so the limit can be exceeded by what is in use.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import time
@@ -31,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 from partition.errors import PartitionChecksumError, PartitionFormatError
 from partition.manifest import FileMismatch, atomic_write_bytes
@@ -45,15 +50,19 @@ from partition.storage import (
     open_store,
 )
 
-__all__ = ["EVICT_MIN_AGE_S", "Staged", "check_sizes_in_store", "evict_staged", "open_staged", "stage_part",
-           "stage_set", "wanted_files"]
+__all__ = ["EVICT_MIN_AGE_S", "Staged", "check_sizes_in_store", "evict_scratch", "hold", "open_staged",
+           "stage_part", "stage_set", "wanted_files"]
 
 FETCH_THREADS = 8
 """Files of a part copied at once."""
 EVICT_MIN_AGE_S = 60.0
 """A staged set used this recently is never evicted (another run on the node may be staging it)."""
 LAST_USED = ".last-used"
-"""The file in a staged set whose modification time is the set's last use."""
+"""The file in a scratch entry whose modification time is the entry's last use."""
+IN_USE = ".in-use"
+"""The file of a scratch entry that its users hold a shared lock on (:func:`hold`)."""
+RUN_KINDS = ("runs", "sweeps", "cache")
+"""Scratch subdirectories of run copies: ``<kind>/<digest of the root>/<name>``."""
 
 _REBUILD = "the set is damaged: rebuild it (python -m partition --config <dataset.yaml> --force)"
 
@@ -63,8 +72,8 @@ class Staged:
     """The local directory of a set, and what staging it did: ``fetched`` the files copied
     from the store (relative names, manifest order) and ``fetched_bytes`` their size,
     ``reused`` the files found already staged, ``seconds`` the wall time, of which
-    ``open_seconds`` opening the store and reading its manifest, ``evicted`` the other staged
-    sets removed first to stay within the scratch limit. A local set has ``source`` None and
+    ``open_seconds`` opening the store and reading its manifest, ``evicted`` the other scratch
+    entries removed first to stay within the scratch limit (relative to the scratch directory). A local set has ``source`` None and
     nothing fetched."""
 
     path: Path
@@ -109,26 +118,62 @@ def _bytes_under(path: Path) -> int:
 
 def _last_used(path: Path) -> float:
     marker = path / LAST_USED
-    return (marker if marker.is_file() else path / "meta.json").stat().st_mtime
+    return (marker if marker.is_file() else path).stat().st_mtime
 
 
-def evict_staged(scratch: Path, keep: Path, max_bytes: int, needed: int = 0) -> list[str]:
-    """Remove staged sets under ``scratch`` other than ``keep``, least recently used first
-    and none used in the last :data:`EVICT_MIN_AGE_S` seconds, until the staged sets plus
-    ``needed`` more bytes fit in ``max_bytes``; the names of the sets removed."""
-    staged = [d for d in scratch.iterdir() if d.is_dir() and (d / "meta.json").is_file()] if scratch.is_dir() else []
-    sizes = {d: _bytes_under(d) for d in staged}
+def hold(path: Path) -> IO[str]:
+    """Mark the scratch entry ``path`` in use and used now: a shared lock on its in-use file,
+    held until the returned file is closed or this process ends, which
+    :func:`evict_scratch` never removes from under it (any number of processes may hold one
+    entry)."""
+    path.mkdir(parents=True, exist_ok=True)
+    f = (path / IN_USE).open("a")
+    fcntl.flock(f, fcntl.LOCK_SH)
+    (path / LAST_USED).touch()
+    return f
+
+
+def _held(path: Path) -> bool:
+    """Whether a process holds ``path`` (:func:`hold`)."""
+    try:
+        f = (path / IN_USE).open("a")
+    except OSError:
+        return False
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+
+
+def _entries(scratch: Path) -> list[Path]:
+    """The entries of a scratch directory: staged sets and local copies of runs."""
+    if not scratch.is_dir():
+        return []
+    sets = [d for d in scratch.iterdir() if d.is_dir() and (d / "meta.json").is_file()]
+    runs = [d for kind in RUN_KINDS for d in scratch.glob(f"{kind}/*/*") if d.is_dir()]
+    return sets + runs
+
+
+def evict_scratch(scratch: Path, keep: Path, max_bytes: int, needed: int = 0) -> list[str]:
+    """Remove entries of ``scratch`` other than ``keep`` (staged sets, local copies of runs),
+    least recently used first, none held by a process (:func:`hold`) nor used in the last
+    :data:`EVICT_MIN_AGE_S` seconds, until the entries plus ``needed`` more bytes fit in
+    ``max_bytes``; the entries removed, relative to ``scratch``."""
+    entries = _entries(scratch)
+    sizes = {d: _bytes_under(d) for d in entries}
     total = sum(sizes.values()) + needed
     now, removed = time.time(), []
-    for d in sorted((d for d in staged if d != keep), key=_last_used):
+    for d in sorted((d for d in entries if d != keep), key=_last_used):
         if total <= max_bytes:
             break
-        if now - _last_used(d) < EVICT_MIN_AGE_S:
+        if now - _last_used(d) < EVICT_MIN_AGE_S or _held(d):
             continue
-        (d / "meta.json").unlink()  # no longer a staged set, whatever happens to the rest
+        (d / "meta.json").unlink(missing_ok=True)  # no longer a staged set, whatever happens to the rest
         shutil.rmtree(d, ignore_errors=True)
         total -= sizes[d]
-        removed.append(d.name)
+        removed.append(d.relative_to(scratch).as_posix())
     return removed
 
 
@@ -157,7 +202,7 @@ def stage_set(uri: str | Path, parts: Iterable[int], *, scratch: str | Path | No
             todo.append((rel, size, sha, dest))
 
     if max_bytes is not None:
-        staged.evicted = evict_staged(root, local, max_bytes, sum(size for _, size, *_ in todo))
+        staged.evicted = evict_scratch(root, local, max_bytes, sum(size for _, size, *_ in todo))
 
     def fetch(item: tuple[str, int, str, Path]) -> None:
         rel, size, sha, dest = item

@@ -189,3 +189,42 @@ def test_an_interrupted_checkpoint_upload_leaves_no_objects(tmp_path: Path, monk
     save_checkpoint(run, 3, state, keep=3, parts=parts)
     assert sorted(p.name for p in ckpts.iterdir()) == sorted(
         f"{s}{x}" for s in ("ckpt-00001", "ckpt-00003") for x in (".pt", ".part-0.pt", ".part-1.pt", ".manifest.json"))
+
+
+def test_a_run_staged_within_the_scratch_limit_removes_idle_entries_only(s3_bucket: S3Bucket, tmp_path: Path) -> None:
+    """``cluster.scratch_max_gb`` covers every scratch entry: a staged set, run copies
+    (``runs/``) and fetched runs (``cache/``) that no process holds and nobody used in the
+    last minute go, least recently used first; one a live ``RunDir`` holds, one used just
+    now and the new run's own copy stay; the new copy is held while its ``RunDir`` lives."""
+    import gc
+    import os
+    import time
+
+    from partition.staging import LAST_USED, _held, hold
+
+    uri, options = s3_bucket
+    scratch = tmp_path / "scratch"
+    old = {name: scratch / name for name in ("set-0123", "runs/d1/old-run", "cache/d2/fetched", "runs/d1/held",
+                                             "runs/d1/recent")}
+    (old["set-0123"] / "part-0").mkdir(parents=True)
+    (old["set-0123"] / "meta.json").write_text("{}")
+    for name, path in old.items():
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "data.bin").write_bytes(b"x" * 1000)
+        age = 10 if name.endswith("recent") else 600
+        (path / LAST_USED).touch()
+        os.utime(path / LAST_USED, (time.time() - age,) * 2)
+    held = hold(old["runs/d1/held"])
+    os.utime(old["runs/d1/held"] / LAST_USED, (time.time() - 600,) * 2)
+
+    run = RunDir.create(f"{uri}/runs", "g", storage_options=options, scratch=scratch, max_bytes=1)
+    assert run.path.parents[2] == scratch and _held(run.path)
+    assert {n for n, p in old.items() if p.exists()} == {"runs/d1/held", "runs/d1/recent"}
+    held.close()
+    assert not _held(old["runs/d1/held"])
+    del run
+    gc.collect()
+    assert not any(_held(p) for p in (scratch / "runs").glob("*/*"))
+    # without a limit nothing goes
+    RunDir.create(f"{uri}/runs", "g", storage_options=options, scratch=scratch)
+    assert old["runs/d1/held"].exists()

@@ -251,11 +251,13 @@ class ClusterConfig(Frozen):
                                     "stages its own part of a partition set on object storage "
                                     "(partition.root=s3://...), reused by the next run on the node; "
                                     "None: gnntrain-scratch under the node's temp directory")
-    scratch_max_gb: float | None = Field(None, gt=0, description="most GB of staged partition sets "
-                                         "kept under scratch_dir on a node: before a worker stages a "
-                                         "set, the least recently used other staged sets are removed "
-                                         "until it fits (never one used in the last minute); None: "
-                                         "keep every staged set")
+    scratch_max_gb: float | None = Field(None, gt=0, description="most GB kept under scratch_dir on a "
+                                         "node: staged partition sets and the local copies of runs on "
+                                         "object storage (runs/, sweeps/, cache/). Before a worker stages "
+                                         "a set or a run stages its directory, the least recently used "
+                                         "other entries are removed until it fits (never one a live "
+                                         "process holds or one used in the last minute); None: keep "
+                                         "everything")
     on_worker_loss: Literal["restart", "shrink"] = Field(
         "restart", description="when a failed worker's node has left the cluster and no new node "
         "joins within replace_timeout_s: 'restart' ends the run naming the worker and the node, "
@@ -273,6 +275,11 @@ class ClusterConfig(Frozen):
         if self.address is not None:
             parse_address(self.address)
         return self
+
+    @property
+    def scratch_max_bytes(self) -> int | None:
+        """``scratch_max_gb`` in bytes (None: no limit)."""
+        return None if self.scratch_max_gb is None else int(self.scratch_max_gb * 1e9)
 
 
 def parse_address(address: str) -> tuple[str, int] | None:

@@ -119,7 +119,7 @@ def run_training(cfg: RunConfig, *, single_process: bool = False, resume: RunDir
         run_dir = RunDir(run_dir)
     run = resume or run_dir or RunDir.create(
         cfg.train.run_root, cfg.dataset.name, storage_options=cfg.train.storage_options,
-        scratch=cfg.cluster.scratch_dir)
+        scratch=cfg.cluster.scratch_dir, max_bytes=cfg.cluster.scratch_max_bytes)
     run.path.mkdir(parents=True, exist_ok=True)
     with _error_log(run):
         run.write_config(cfg)

@@ -109,7 +109,8 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
         return
     resume = None
     if files.exists("config.yaml"):  # the trial of a restored sweep: go on from its checkpoint
-        earlier = RunDir.open(location, storage_options=options, scratch=scratch)
+        earlier = RunDir.open(location, storage_options=options, scratch=scratch,
+                              max_bytes=cfg.cluster.scratch_max_bytes)
         resume = earlier if list_checkpoints(earlier) else None
 
     def report(rec: dict[str, Any]) -> None:
@@ -117,7 +118,8 @@ def run_trial(spec: dict[str, Any], *, base: dict[str, Any], shape: TrialShape, 
         if metric in rec and not last:  # the last one once the run directory is complete
             tune.report(tune_metrics(rec))
 
-    fresh = RunDir.at(location, storage_options=options, scratch=scratch) if resume is None else None
+    fresh = (RunDir.at(location, storage_options=options, scratch=scratch, max_bytes=cfg.cluster.scratch_max_bytes)
+             if resume is None else None)
     train(cfg, run_dir=fresh, resume=resume, progress=False, placement=placement, on_epoch=report)
     report_last(files, metric)  # a scheduler that stops the trial now stops a finished run
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import IO, Any
 
 import ray
 import torch
@@ -46,7 +46,7 @@ class WorkerActor:
         """Take a run's config, rank and model, and load its part: at start-up, and again
         when a kept actor serves another run (:mod:`~gnntrain.runtime.worker_pool`)."""
         from partition import open_training_set
-        from partition.staging import stage_part
+        from partition.staging import hold, stage_part
 
         self.cfg = RunConfig.model_validate(cfg_raw)
         self.rank = rank
@@ -54,10 +54,14 @@ class WorkerActor:
         self.model_spec = model
         self.task = task
         # a set on object storage: this worker's own part copied to node-local scratch first
-        limit = self.cfg.cluster.scratch_max_gb
         self.staged = stage_part(part_path, rank, scratch=self.cfg.cluster.scratch_dir,
                                  storage_options=self.cfg.partition.storage_options,
-                                 max_bytes=None if limit is None else int(limit * 1e9))
+                                 max_bytes=self.cfg.cluster.scratch_max_bytes)
+        held: IO[str] | None = getattr(self, "_staged_hold", None)
+        if held is not None:  # a kept actor's earlier run
+            held.close()
+        # a staged copy is held while this worker reads it: no eviction removes it meanwhile
+        self._staged_hold = hold(self.staged.path) if self.staged.source is not None else None
         pset = open_training_set(self.staged.path)
         self.part = pset.load_part(rank)
         self.degrees = pset.global_degrees()

@@ -121,7 +121,14 @@ def _child_ray(a: dict[str, Any]) -> dict[str, Any]:
              log_to_driver=False)
     try:
         t0 = time.perf_counter()
-        run = run_chunks(a["chunks"], PartitionConfig(method=a["method"], parts=a["parts"]), a["root"],
+        source: Any = a["chunks"]
+        if "tables" in a:  # Parquet tables in a store: opening them checks, scans and hashes them
+            from gnntrain.config import ChunksDataset
+            from gnntrain.data.load import open_chunk_dataset
+
+            source = open_chunk_dataset(ChunksDataset.model_validate(a["tables"]))
+        opened = time.perf_counter() - t0
+        run = run_chunks(source, PartitionConfig(method=a["method"], parts=a["parts"]), a["root"],
                          progress=not a["smoke"])
         seconds = time.perf_counter() - t0
     finally:
@@ -129,7 +136,8 @@ def _child_ray(a: dict[str, Any]) -> dict[str, Any]:
     steps = {s.name: round(s.seconds, 1) for s in run.pset.meta.steps}
     step_peaks = {s.name: round(s.peak_rss_bytes / MIB) for s in run.pset.meta.steps}
     coord = peak_mib()
-    return {"seconds": seconds, "coordinator_peak_mib": coord, "worker_peak_mib": run.worker_peak_rss / MIB,
+    return {"seconds": seconds, "open_s": opened, "coordinator_peak_mib": coord,
+            "worker_peak_mib": run.worker_peak_rss / MIB,
             "peak_mib": max(coord, run.worker_peak_rss / MIB), "path": str(run.pset.path), "steps": steps,
             "coordinator_step_peak_mib": step_peaks,
             "task_peak_mib": {k: round(v / MIB) for k, v in run.task_peak_rss.items()}}
@@ -275,7 +283,50 @@ def _chunks_row(a: dict[str, Any], timeout: float, *, reuse: bool) -> dict[str, 
     return row
 
 
-CHILDREN = {"chunks": _child_chunks, "metis": _child_metis, "ray": _child_ray, "check": _child_check,
+MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def tables_dataset(a: dict[str, Any]) -> dict[str, Any]:
+    """The ``source: chunks`` dataset section of the Parquet tables :func:`_child_tables` writes."""
+    where = a["tables_uri"]
+    return {"name": a["name"], "source": "chunks", "storage_options": a["storage_options"],
+            "edges": {"path": f"{where}/edges"},
+            "nodes": {"path": f"{where}/nodes", "features": "x", "label": "y", "masks": list(MASKS)}}
+
+
+def _child_tables(a: dict[str, Any]) -> dict[str, Any]:
+    """The chunks as Parquet tables in the bucket, as a user's export would hold them: one file
+    of one row group per chunk, edges grouped by destination as the chunks store them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from partition.chunked import SPLIT_CODES, open_chunks
+    from partition.storage import FsspecStore, open_store
+
+    t0 = time.perf_counter()
+    cg = open_chunks(a["chunks"])
+    store = open_store(a["tables_uri"], a["storage_options"])
+    assert isinstance(store, FsspecStore)
+    written = 0
+
+    def put(rel: str, table: pa.Table) -> None:
+        nonlocal written
+        with store.fs.open(f"{store.path}/{rel}", "wb") as f:
+            pq.write_table(table, f, row_group_size=table.num_rows)
+        written += int(store.size(rel) or 0)
+
+    for j in range(len(cg.manifest.edge_chunks)):
+        src, dst = cg.edges(j)
+        put(f"edges/part-{j:05d}.parquet", pa.table({"src": src, "dst": dst}))
+    for j, (_, _, arrays) in enumerate(cg.iter_node_chunks()):
+        x = arrays["x"]
+        cols = {"x": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1]), "y": arrays["y"]}
+        cols |= {m: arrays["split"] == SPLIT_CODES[s] for m, s in zip(MASKS, SPLIT_CODES, strict=True)}
+        put(f"nodes/part-{j:05d}.parquet", pa.table(cols))
+    return {"seconds": time.perf_counter() - t0, "bytes": written, "peak_mib": peak_mib()}
+
+
+CHILDREN = {"chunks": _child_chunks, "tables": _child_tables, "metis": _child_metis, "ray": _child_ray, "check": _child_check,
             "stream_check": _child_stream_check, "train": _child_train}
 
 
@@ -332,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep chunks under --dir written before for the same graph settings")
     ap.add_argument("--chunks-only", action="store_true",
                     help="write the chunks under --dir (for a later --reuse-chunks run) and stop")
+    ap.add_argument("--no-parquet", action="store_true",
+                    help="no row from Parquet tables on an S3 server on 127.0.0.1 (see the docstring)")
     ap.add_argument("--timeout-min", type=float, default=None, help="limit per step (default 60; smoke 5)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -371,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{m} w={w}: {r}", flush=True)
                 if w != workers[-1]:  # the same settings write the same set: rebuild it
                     shutil.rmtree(r["path"])
+        if not args.no_parquet:
+            rows |= _parquet_rows(base | {"method": methods[0], "workers": workers[-1]},
+                                  rows[f"{methods[0]} w={workers[-1]}"], work, timeout)
         sets = {"metis": rows["metis"]["path"]} | {m: rows[f"{m} w={workers[-1]}"]["path"] for m in methods}
         checked = _spawn("check", base | {"sets": sets}, timeout)
         checks = {name: checked[name] for name in sets}  # one entry per set, without _spawn's timings
@@ -378,6 +434,27 @@ def main(argv: list[str] | None = None) -> int:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
     return _summarise(base, rows, checks, methods, workers, time.perf_counter() - t0, args.smoke)
+
+
+def _parquet_rows(a: dict[str, Any], npy: dict[str, Any], work: Path, timeout: float) -> dict[str, dict[str, Any]]:
+    """The chunks as Parquet tables on an S3 server on 127.0.0.1 (``tables``), and the
+    pipeline run from them (``parquet-s3 <method> w=<n>``), its set beside the one the same
+    run from the local chunks wrote (``npy``), their files compared."""
+    from bench.harness.s3 import new_bucket, s3_server
+
+    key = f"parquet-s3 {a['method']} w={a['workers']}"
+    with s3_server() as endpoint:
+        uri, options = new_bucket(endpoint, "graph")
+        a = a | {"tables_uri": f"{uri}/tables", "storage_options": options}
+        tables = _spawn("tables", a, timeout)
+        print(f"tables: {json.dumps(tables)}", flush=True)
+        row = _spawn("ray", a | {"tables": tables_dataset(a), "root": str(work / "sets-parquet")}, timeout)
+    files = [json.loads((Path(p) / "meta.json").read_text())["files"] for p in (row["path"], npy["path"])]
+    row["same_set"] = Path(row["path"]).name == Path(npy["path"]).name and files[0] == files[1]
+    row["coordinator_vs_npy"] = row["coordinator_peak_mib"] / npy["coordinator_peak_mib"]
+    print(f"{key}: {json.dumps(row)}", flush=True)
+    shutil.rmtree(row["path"])
+    return {"tables": tables, key: row}
 
 
 def _beyond_metis(a: dict[str, Any], work: Path, timeout: float, *, keep: bool, reuse: bool) -> int:
@@ -437,6 +514,17 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
     failures = [f"{n}: {what}" for n, c in checks.items() for what, bad in
                 (("round trip", not c["round_trip"]), ("a node not owned exactly once", not c["assigned_once"]),
                  ("balance", max(c["imbalance"].values()) > 1.05 + 1e-9)) if bad]
+    for key, r in rows.items():
+        if key.startswith("parquet-s3 "):
+            npy = rows[key.removeprefix("parquet-s3 ")]
+            print(f"{key:<16} {r['seconds']:>8.1f} {r['peak_mib']:>9.0f} {r['coordinator_peak_mib']:>9.0f} "
+                  f"{r['worker_peak_mib']:>10.0f}   from Parquet on S3 ({rows['tables']['bytes'] / 2**20:.0f} MiB "
+                  f"of tables), {r['open_s']:.1f} s opening them (checks, scan, hash)")
+            print(f"  coordinator peak from Parquet on S3 / from local chunks: {r['coordinator_vs_npy']:.2f} "
+                  f"({r['coordinator_peak_mib']:.0f} vs {npy['coordinator_peak_mib']:.0f} MiB; target <= 1.0: "
+                  f"{'met' if r['coordinator_vs_npy'] <= 1.0 else 'NOT met'}); time {r['seconds'] / npy['seconds']:.2f}x")
+            if not r["same_set"]:
+                failures.append(f"{key}: its set differs from the one built from the local chunks")
     result: dict[str, Any] = {"graph": base, "rows": rows, "checks": checks, "total_s": total}
     for m in methods:
         c = checks[m]
@@ -465,7 +553,10 @@ def _summarise(base: dict[str, Any], rows: dict[str, dict[str, Any]], checks: di
         mem = ml["peak_mib"] / metis_peak
         print(f"targets (reported): multilevel cut / METIS {cut:.2f} (<= 1.15: {'met' if cut <= 1.15 else 'NOT met'}); "
               f"largest process / METIS path {mem:.2f} (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
-    print(f"correctness (gated): {'all sets round-trip, every node once, balance <= 1.05' if not failures else 'FAILED: ' + '; '.join(failures)}")
+    held = "all sets round-trip, every node once, balance <= 1.05" + (
+        ", the set from Parquet on S3 equals the one from the chunks, file for file"
+        if any(k.startswith("parquet-s3 ") for k in rows) else "")
+    print(f"correctness (gated): {held if not failures else 'FAILED: ' + '; '.join(failures)}")
     print(f"total {total:.0f} s")
     write_json(result, out_path("partition_scale", smoke=smoke))
     return 1 if failures else 0

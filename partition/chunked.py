@@ -133,8 +133,13 @@ class ChunkedGraph:
     """An opened chunk directory: the manifest plus checked reads of single chunks."""
 
     def __init__(self, location: str | Path | Store, manifest: ChunkManifest) -> None:
-        self.store = location if isinstance(location, Store) else LocalStore(location)
+        self._store = location if isinstance(location, Store) else LocalStore(location)
         self.manifest = manifest
+
+    @property
+    def store(self) -> Store:
+        """Where the chunks are: a local directory or an object-store prefix."""
+        return self._store
 
     @property
     def location(self) -> str:

@@ -244,6 +244,11 @@ def _build_blocks(cg: ChunkedGraph, bounds: np.ndarray, work: Store, runner: _Ru
     return np.concatenate(degs).astype(np.int64)
 
 
+def _node_splits(cg: ChunkedGraph, j: int) -> np.ndarray:
+    """Split codes of node chunk ``j`` (read in a task: the coordinator reads no chunk)."""
+    return cg.read("nodes", j, "split")
+
+
 # ---- step 4: write the parts ---------------------------------------------------------------
 
 def _node_rows(cg: ChunkedGraph, lo: int, hi: int) -> dict[str, np.ndarray]:
@@ -385,7 +390,8 @@ def run_chunks(chunks: str | Path | ChunkedGraph, cfg: PartitionConfig,
         bounds = block_bounds(m.num_nodes, block_rows)
         with rec("blocks"):
             degrees = _build_blocks(cg, bounds, work, runner)
-            codes = cg.split_codes()
+            codes = np.concatenate(runner.run([(_node_splits, cg, j) for j in range(len(m.node_chunks))],
+                                              "read splits"))
             train = codes == SPLIT_CODES["train"]
         check_feasible(train, degrees, cfg)  # needs the in-degrees: the first pass over the edges
         blocks = RayBlocks(work, bounds, runner)

@@ -43,12 +43,12 @@ __all__ = ["load_dataset", "open_chunk_dataset", "resolve_path"]
 
 def open_chunk_dataset(cfg: ChunksDataset) -> ChunkedGraph:
     """The chunked graph of ``source: chunks``: Parquet tables (``edges`` and ``nodes``:
-    :func:`gnntrain.data.parquet.open_parquet_chunks`), or a chunk directory, a URI opened
+    :func:`gnntrain.data.parquet_chunks.open_parquet_chunks`), or a chunk directory, a URI opened
     with ``dataset.storage_options`` or a local path resolved against the data root."""
     from partition.chunked import open_chunks
 
     if cfg.path is None:
-        from gnntrain.data.parquet import open_parquet_chunks
+        from gnntrain.data.parquet_chunks import open_parquet_chunks
 
         return open_parquet_chunks(cfg)
     if is_remote(cfg.path):

@@ -48,34 +48,21 @@ import numpy as np
 from gnntrain.data.build import RawGraph, masks_to_splits
 from gnntrain.data.errors import DataError
 from gnntrain.data.paths import resolve_path
-from partition.chunked import (
-    CHUNK_FORMAT_VERSION,
-    SPLIT_CODES,
-    ChunkedGraph,
-    ChunkEntry,
-    ChunkError,
-    ChunkManifest,
-    content_hash,
-    id_dtype,
-)
-from partition.labels import dense_class_ids
 from partition.storage import FsspecStore, StorageError, is_remote, local_path, open_store
 
 try:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 except ImportError:  # the module is imported only when a config asks for source: parquet
     raise DataError("dataset.source='parquet' reads with pyarrow, which is not installed; "
                     "pip install 'gnntrain[parquet]'") from None
 
 if TYPE_CHECKING:
-    from gnntrain.config import ChunksDataset, ParquetDataset, ParquetEdges, ParquetNodes
+    from gnntrain.config import ParquetDataset, ParquetEdges, ParquetNodes
 
-__all__ = ["ParquetChunks", "load_parquet", "open_parquet_chunks"]
+__all__ = ["load_parquet"]
 
 
 # ---- column kinds: what each configured column may hold -----------------------------------
@@ -116,7 +103,7 @@ _FEATURE_LIST = _Kind(_is_number_list, "a list of numbers per row",
 # ---- one table: its files, checked before any column is read ------------------------------
 
 @dataclass(frozen=True)
-class _Table:
+class ParquetTable:
     """An opened Parquet table: ``where`` (the path or URI, for messages), the config
     ``field`` it came from, and its files (pyarrow fragments, in name order)."""
 
@@ -154,7 +141,7 @@ class _Table:
                             f"{e})") from None
 
 
-def _open_table(location: str, field: str, storage_options: Mapping[str, Any]) -> _Table:
+def open_table(location: str, field: str, storage_options: Mapping[str, Any]) -> ParquetTable:
     """The Parquet table at ``location`` (a file or a directory of files, local or a URI)."""
     if is_remote(location):
         try:
@@ -181,12 +168,12 @@ def _open_table(location: str, field: str, storage_options: Mapping[str, Any]) -
     fragments = tuple(dataset.get_fragments())
     if not fragments:
         raise DataError(f"{field}.path={location!r} holds no Parquet files")
-    return _Table(where=location, field=field, fragments=fragments)
+    return ParquetTable(where=location, field=field, fragments=fragments)
 
 
 # ---- columns to numpy ----------------------------------------------------------------------
 
-def _numpy(col: pa.ChunkedArray | pa.Array, *, fill: Any = None) -> np.ndarray:
+def column_array(col: pa.ChunkedArray | pa.Array, *, fill: Any = None) -> np.ndarray:
     if fill is not None and col.null_count:
         col = pc.fill_null(col, fill)
     return np.asarray(col.to_numpy(zero_copy_only=False))
@@ -196,18 +183,18 @@ def _feature_list(col: pa.ChunkedArray, where: str) -> np.ndarray:
     """A list column as a [rows, F] matrix; every row must hold F values."""
     arr = col.combine_chunks()
     if arr.null_count:
-        raise DataError(f"features in {where}: row {int(np.flatnonzero(_numpy(arr.is_null()))[0])} "
+        raise DataError(f"features in {where}: row {int(np.flatnonzero(column_array(arr.is_null()))[0])} "
                         "is null; every node needs a feature list")
     if pa.types.is_fixed_size_list(arr.type):
         width = arr.type.list_size
     else:
-        lengths = _numpy(arr.value_lengths())
+        lengths = column_array(arr.value_lengths())
         width = int(lengths[0]) if lengths.size else 0
         if lengths.size and (lengths != width).any():
             row = int(np.flatnonzero(lengths != width)[0])
             raise DataError(f"features in {where}: row {row} has {int(lengths[row])} values, row 0 "
                             f"has {width}; every row must hold the same number of features")
-    return _numpy(arr.flatten(), fill=np.nan).reshape(len(arr), width)
+    return column_array(arr.flatten(), fill=np.nan).reshape(len(arr), width)
 
 
 # ---- the two tables ------------------------------------------------------------------------
@@ -222,7 +209,7 @@ class _Nodes:
     masks: dict[str, np.ndarray]
 
 
-def _node_columns(cfg: ParquetNodes) -> dict[str, tuple[str, _Kind]]:
+def node_columns(cfg: ParquetNodes) -> dict[str, tuple[str, _Kind]]:
     cols: dict[str, tuple[str, _Kind]] = {}
     if cfg.id is not None:
         cols["id"] = (cfg.id, _IDS)
@@ -237,9 +224,9 @@ def _node_columns(cfg: ParquetNodes) -> dict[str, tuple[str, _Kind]]:
     return cols
 
 
-def _read_nodes(table: _Table, cfg: ParquetNodes) -> _Nodes:
+def _read_nodes(table: ParquetTable, cfg: ParquetNodes) -> _Nodes:
     """Read the node table's columns (already checked) and put the rows in id order."""
-    names = list(dict.fromkeys(c for c, _ in _node_columns(cfg).values()))
+    names = list(dict.fromkeys(c for c, _ in node_columns(cfg).values()))
     data = pa.concat_tables([table.read(f, names) for f in table.fragments])
     where = table.where
     n = data.num_rows
@@ -248,35 +235,35 @@ def _read_nodes(table: _Table, cfg: ParquetNodes) -> _Nodes:
     def rows(a: np.ndarray) -> np.ndarray:
         return a if order is None else a[order]
 
-    x = None if cfg.features is None else rows(_features(data, cfg, where))
-    y = None if cfg.label is None else rows(_labels(data.column(cfg.label)))
-    masks = {s: rows(_mask(data.column(c))) for s, c in zip(("train", "val", "test"), cfg.masks or (), strict=False)}
+    x = None if cfg.features is None else rows(feature_matrix(data, cfg, where))
+    y = None if cfg.label is None else rows(label_column(data.column(cfg.label)))
+    masks = {s: rows(mask_column(data.column(c))) for s, c in zip(("train", "val", "test"), cfg.masks or (), strict=False)}
     return _Nodes(num_nodes=n, x=x, y=y, masks=masks)
 
 
-def _features(data: pa.Table, cfg: ParquetNodes, where: str) -> np.ndarray:
+def feature_matrix(data: pa.Table, cfg: ParquetNodes, where: str) -> np.ndarray:
     """The feature matrix of ``data``'s rows: one list column or F scalar columns."""
     if isinstance(cfg.features, str):
         return _feature_list(data.column(cfg.features), f"{where} column {cfg.features!r}")
     assert cfg.features is not None
-    return np.column_stack([_numpy(data.column(c), fill=np.nan) for c in cfg.features])
+    return np.column_stack([column_array(data.column(c), fill=np.nan) for c in cfg.features])
 
 
-def _labels(col: pa.ChunkedArray) -> np.ndarray:
+def label_column(col: pa.ChunkedArray) -> np.ndarray:
     """Class ids with null as -1 (unlabeled); a float column keeps NaN for build_graph to read."""
-    return _numpy(col, fill=-1 if pa.types.is_integer(col.type) else np.nan)
+    return column_array(col, fill=-1 if pa.types.is_integer(col.type) else np.nan)
 
 
-def _mask(col: pa.ChunkedArray) -> np.ndarray:
+def mask_column(col: pa.ChunkedArray) -> np.ndarray:
     """A split mask; null: not in the split."""
-    return _numpy(col, fill=False if pa.types.is_boolean(col.type) else 0)
+    return column_array(col, fill=False if pa.types.is_boolean(col.type) else 0)
 
 
 def _id_order(col: pa.ChunkedArray, where: str) -> np.ndarray:
     """The row order that sorts the node id column, which must hold each of 0..N-1 once."""
     if col.null_count:
         raise DataError(f"node ids in {where}: {col.null_count} null ids; every row needs its node id")
-    ids = _numpy(col).astype(np.int64, copy=False)
+    ids = column_array(col).astype(np.int64, copy=False)
     n = ids.size
     bad = (ids < 0) | (ids >= n)
     if bad.any():
@@ -291,7 +278,7 @@ def _id_order(col: pa.ChunkedArray, where: str) -> np.ndarray:
     return order
 
 
-def _edge_columns(cfg: ParquetEdges) -> dict[str, tuple[str, _Kind]]:
+def edge_columns(cfg: ParquetEdges) -> dict[str, tuple[str, _Kind]]:
     cols = {"src": (cfg.src, _IDS), "dst": (cfg.dst, _IDS)}
     if cfg.edge_type is not None:
         cols["edge_type"] = (cfg.edge_type, _TYPES)
@@ -300,7 +287,7 @@ def _edge_columns(cfg: ParquetEdges) -> dict[str, tuple[str, _Kind]]:
     return cols
 
 
-def _read_edges(table: _Table, cfg: ParquetEdges,
+def _read_edges(table: ParquetTable, cfg: ParquetEdges,
                 num_nodes: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Source and destination ids of every file, in file order; with ``num_nodes`` known,
     each file's ids are checked against it, so an error names the file and the row."""
@@ -313,7 +300,7 @@ def _read_edges(table: _Table, cfg: ParquetEdges,
             if a.null_count:
                 raise DataError(f"{table.field}: {frag.path} column {col!r} has {a.null_count} null "
                                 f"ids; every edge needs both ends ({table.field}.{key})")
-            ids = _numpy(a)
+            ids = column_array(a)
             (srcs if key == "src" else dsts).append(ids)
             if num_nodes is not None and ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
                 row = int(np.flatnonzero((ids < 0) | (ids >= num_nodes))[0])
@@ -333,13 +320,13 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
 def load_parquet(cfg: ParquetDataset) -> RawGraph:
     """Read the tables ``cfg`` names (see the module doc) into a :class:`RawGraph`: every
     file and column is checked before any data is read."""
-    edges = _open_table(cfg.edges.path, "dataset.edges", cfg.storage_options)
-    edges.check(_edge_columns(cfg.edges))
+    edges = open_table(cfg.edges.path, "dataset.edges", cfg.storage_options)
+    edges.check(edge_columns(cfg.edges))
     node_cfg = cfg.nodes
     node_table = None
     if node_cfg is not None:
-        node_table = _open_table(node_cfg.path, "dataset.nodes", cfg.storage_options)
-        node_table.check(_node_columns(node_cfg))
+        node_table = open_table(node_cfg.path, "dataset.nodes", cfg.storage_options)
+        node_table.check(node_columns(node_cfg))
     for key in ("edge_type", "weight"):
         if getattr(cfg.edges, key) is not None:
             warnings.warn(f"dataset.edges.{key}={getattr(cfg.edges, key)!r}: the column is checked "
@@ -373,234 +360,3 @@ def _count_from_edges(cfg: ParquetDataset, src: np.ndarray, dst: np.ndarray) -> 
                         "tell the node count; set dataset.num_nodes")
     return int(max(src.max(), dst.max())) + 1
 
-
-# ---- the tables as a chunked graph (source: chunks with edges and nodes) --------------------
-
-@dataclass(frozen=True)
-class _RowGroup:
-    """One row group: its file (as the table's file system names it), its index in the file
-    and the rows ``[lo, hi)`` of the table it holds."""
-
-    file: str
-    index: int
-    lo: int
-    hi: int
-
-
-@dataclass(frozen=True)
-class _TableGroups:
-    """A table's location (path or URI) and its row groups in order, with each file's size
-    when it was opened (a file changed since is refused when read)."""
-
-    location: str
-    groups: tuple[_RowGroup, ...]
-    sizes: Mapping[str, int]
-
-
-class ParquetChunks(ChunkedGraph):
-    """Parquet tables read as a chunked graph: row group ``i`` of the edge table is edge chunk
-    ``i``, row group ``j`` of the node table node chunk ``j``, in file name order. Built by
-    :func:`open_parquet_chunks`, which checks every file's columns, scans the node table's
-    ids, labels and masks, and computes the graph hash; every read then takes one row
-    group's columns, so each Ray task of the partitioning pipeline reads only its own."""
-
-    def __init__(self, cfg: ChunksDataset, manifest: ChunkManifest, edges: _TableGroups,
-                 nodes: _TableGroups, classes: np.ndarray | None) -> None:
-        assert cfg.edges is not None and cfg.nodes is not None
-        super().__init__(open_store(edges.location, cfg.storage_options), manifest)
-        self.cfg, self.edge_cfg, self.node_cfg = cfg, cfg.edges, cfg.nodes
-        self.tables = {"edges": edges, "nodes": nodes}
-        self.classes = classes  # the class ids present, when they are remapped to 0..C-1
-        self._fs: dict[str, Any] = {}
-        self._small: tuple[int, dict[str, np.ndarray]] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:  # file systems are opened again where it lands
-        return {**self.__dict__, "_fs": {}, "_small": None}
-
-    def _file_system(self, location: str) -> Any:
-        if location not in self._fs:
-            if is_remote(location):
-                store = open_store(location, self.cfg.storage_options)
-                assert isinstance(store, FsspecStore)
-                self._fs[location] = PyFileSystem(FSSpecHandler(store.fs))
-            else:
-                self._fs[location] = pafs.LocalFileSystem()
-        return self._fs[location]
-
-    def _row_group(self, kind: str, j: int, columns: list[str]) -> pa.Table:
-        table = self.tables[kind]
-        g = table.groups[j]
-        where = f"{kind} row group {g.index} of {g.file} ({table.location})"
-        try:
-            with self._file_system(table.location).open_input_file(g.file) as f:
-                if f.size() != table.sizes[g.file]:
-                    raise ChunkError(f"{where}: the file has {f.size()} bytes, {table.sizes[g.file]} when "
-                                     "the tables were opened; it changed during the run: start again")
-                data = pq.ParquetFile(f).read_row_group(g.index, columns=columns)
-        except ChunkError:
-            raise
-        except Exception as e:  # the store refused, the file is damaged
-            raise ChunkError(f"{where}: reading failed ({type(e).__name__}: {e})") from None
-        if data.num_rows != g.hi - g.lo:
-            raise ChunkError(f"{where}: {data.num_rows} rows, {g.hi - g.lo} when the tables were opened; "
-                             "the file changed during the run: start again")
-        return data
-
-    def _edge_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
-        c = self.edge_cfg
-        data = self._row_group("edges", j, [c.src, c.dst])
-        ids = id_dtype(self.num_nodes)
-        out = []
-        for col in (c.src, c.dst):
-            a = data.column(col)
-            if a.null_count:
-                raise ChunkError(f"edge row group {j} of {self.tables['edges'].location}: column {col!r} has "
-                                 f"{a.null_count} null ids; every edge needs both ends")
-            out.append(_numpy(a).astype(ids, copy=False))
-        return out[0], out[1]
-
-    def _labels_and_split(self, j: int) -> dict[str, np.ndarray]:
-        """Labels (unlabeled 0, remapped class ids) and split codes of node chunk ``j``."""
-        if self._small is not None and self._small[0] == j:
-            return self._small[1]
-        c = self.node_cfg
-        assert c.label is not None and c.masks is not None
-        data = self._row_group("nodes", j, [c.label, *c.masks])
-        y = _labels(data.column(c.label))
-        y = np.where(np.isfinite(y), y, -1).astype(np.int64) if y.dtype.kind == "f" else y.astype(np.int64)
-        labeled = y >= 0
-        if self.classes is not None:
-            y = np.where(labeled, np.searchsorted(self.classes, y), y)
-        split = np.zeros(y.shape[0], dtype=np.int8)
-        for s, col in zip(SPLIT_CODES, c.masks, strict=True):
-            split[_mask(data.column(col)).astype(bool)] = SPLIT_CODES[s]
-        self._small = (j, {"y": np.where(labeled, y, 0), "split": split})
-        return self._small[1]
-
-    def read(self, kind: str, j: int, name: str, *, verify: bool = True) -> np.ndarray:
-        """Array ``name`` of chunk ``j`` (see :meth:`ChunkedGraph.read`), from its row group."""
-        if kind == "edges":
-            return self._edge_arrays(j)[("src", "dst").index(name)]
-        if name != "x":
-            return self._labels_and_split(j)[name]
-        c = self.node_cfg
-        cols = [c.features] if isinstance(c.features, str) else list(c.features or ())
-        where = f"node row group {j} of {self.tables['nodes'].location}"
-        x = _features(self._row_group("nodes", j, cols), c, where).astype(np.float32, copy=False)
-        if x.shape[1] != self.num_features:
-            raise ChunkError(f"{where}: {x.shape[1]} features a row, row group 0 has {self.num_features}; "
-                             "every row must hold the same number of features")
-        finite = np.isfinite(x)
-        if not finite.all():
-            row, col = (int(v) for v in np.argwhere(~finite)[0])
-            raise ChunkError(f"{where}: row {row} feature {col} is {x[row, col]}; features must be finite "
-                             "(no null, NaN or Inf)")
-        return np.ascontiguousarray(x)
-
-
-def _groups(table: _Table) -> _TableGroups:
-    """A table's row groups in file order, read from the files' footers."""
-    groups: list[_RowGroup] = []
-    sizes: dict[str, int] = {}
-    lo = 0
-    for frag in table.fragments:
-        md = frag.metadata
-        sizes[frag.path] = int(frag.filesystem.get_file_info(frag.path).size)
-        for i in range(md.num_row_groups):
-            rows = md.row_group(i).num_rows
-            groups.append(_RowGroup(frag.path, i, lo, lo + rows))
-            lo += rows
-    return _TableGroups(table.where, tuple(groups), sizes)
-
-
-def _scan_nodes(cg: ParquetChunks, cfg: ParquetNodes, where: str) -> tuple[np.ndarray, dict[str, int]]:
-    """One pass over the node table's small columns: ids in order, the class ids present,
-    split sizes, masks disjoint and on labeled nodes only."""
-    assert cfg.label is not None and cfg.masks is not None
-    present: np.ndarray = np.zeros(0, np.int64)
-    counts = dict.fromkeys(SPLIT_CODES, 0)
-    for j, g in enumerate(cg.tables["nodes"].groups):
-        cols = [cfg.label, *cfg.masks] + ([cfg.id] if cfg.id else [])
-        data = cg._row_group("nodes", j, cols)
-        at = f"{where}: row group {g.index} of {g.file}"
-        if cfg.id:
-            ids = data.column(cfg.id)
-            got = _numpy(ids.fill_null(-1)).astype(np.int64)
-            bad = np.flatnonzero(got != np.arange(g.lo, g.hi))
-            if bad.size:
-                raise DataError(f"{at}: row {int(bad[0])} has id {int(got[bad[0]])}, expected {g.lo + int(bad[0])}; "
-                                "chunked tables need the node rows in id order (sort the table by "
-                                f"{cfg.id!r}), or use source: parquet, which reads ids in any order")
-        y = _labels(data.column(cfg.label))
-        if y.dtype.kind == "f":
-            if (np.isfinite(y) & (y != np.round(y))).any():
-                raise DataError(f"{at}: column {cfg.label!r} holds fractional labels; labels must be whole numbers")
-            y = np.where(np.isfinite(y), y, -1)
-        y = y.astype(np.int64)
-        if (y < -1).any():
-            raise DataError(f"{at}: column {cfg.label!r} holds label {int(y.min())}; labels must be >= 0, "
-                            "or null / -1 for an unlabeled node")
-        present = np.union1d(present, y[y >= 0])
-        owner = np.zeros(y.shape[0], dtype=np.int8)
-        for s, col in zip(SPLIT_CODES, cfg.masks, strict=True):
-            m = _mask(data.column(col)).astype(bool)
-            if (m & (owner > 0)).any():
-                raise DataError(f"{at}: row {int(np.flatnonzero(m & (owner > 0))[0])} is in two of the masks "
-                                f"{cfg.masks}; train/val/test must be disjoint")
-            if (m & (y < 0)).any():
-                raise DataError(f"{at}: row {int(np.flatnonzero(m & (y < 0))[0])} is in the {s} mask but "
-                                "has no label; every split node needs one")
-            owner[m] = SPLIT_CODES[s]
-            counts[s] += int(m.sum())
-    if counts["train"] == 0:
-        raise DataError(f"{where}: the train mask {cfg.masks[0]!r} is empty; at least one training node is needed")
-    return present, counts
-
-
-def open_parquet_chunks(cfg: ChunksDataset) -> ParquetChunks:
-    """The Parquet tables of ``cfg`` (``source: chunks`` with ``edges`` and ``nodes``) as a
-    chunked graph: every file's columns checked, the node table's small columns scanned
-    once, the graph hash computed chunk by chunk (:func:`partition.chunked.content_hash`:
-    tables whose edges are grouped by destination hash as the same graph stored as chunks
-    or in memory); no process holds the graph."""
-    assert cfg.edges is not None and cfg.nodes is not None
-    edges = _open_table(cfg.edges.path, "dataset.edges", cfg.storage_options)
-    edges.check(_edge_columns(cfg.edges))
-    nodes = _open_table(cfg.nodes.path, "dataset.nodes", cfg.storage_options)
-    nodes.check(_node_columns(cfg.nodes))
-    eg, ng = _groups(edges), _groups(nodes)
-    num_nodes = ng.groups[-1].hi if ng.groups else 0
-    if num_nodes < 1:
-        raise DataError(f"dataset.nodes.path={cfg.nodes.path!r}: the node table has no rows")
-    feats = cfg.nodes.features
-    width = len(feats) if isinstance(feats, list) else 0
-
-    def chunks(kind: str, groups: _TableGroups) -> list[ChunkEntry]:
-        return [ChunkEntry(name=f"{kind}-{j}", lo=g.lo, hi=g.hi, files={}) for j, g in enumerate(groups.groups)]
-
-    def manifest(**fields: Any) -> ChunkManifest:
-        return ChunkManifest(format_version=CHUNK_FORMAT_VERSION, name=cfg.name, graph_hash="",
-                             num_nodes=num_nodes, num_edges=eg.groups[-1].hi if eg.groups else 0,
-                             edge_chunks=chunks("edges", eg), node_chunks=chunks("nodes", ng), **fields)
-
-    probe = ParquetChunks(cfg, manifest(num_features=width, num_classes=1, num_train=0, num_val=0,
-                                        num_test=0), eg, ng, None)
-    if isinstance(feats, str):  # a list column: its width is row group 0's
-        width = _features(probe._row_group("nodes", 0, [feats]).slice(0, 1), cfg.nodes, nodes.where).shape[1]
-    present, counts = _scan_nodes(probe, cfg.nodes, "dataset.nodes")
-    classes = None
-    if cfg.num_classes is not None:
-        if present.size and present[-1] >= cfg.num_classes:
-            raise DataError(f"dataset.num_classes={cfg.num_classes} but the node table holds label "
-                            f"{int(present[-1])}; labels must be in [0, num_classes)")
-        num_classes = cfg.num_classes
-    else:
-        num_classes = int(present.size) or 1
-        ids = dense_class_ids(present, np.ones(present.size, bool), None, f"{nodes.where} column "
-                              f"{cfg.nodes.label!r}")
-        classes = ids.stored
-    m = manifest(num_features=width, num_classes=num_classes, num_train=counts["train"],
-                 num_val=counts["val"], num_test=counts["test"])
-    cg = ParquetChunks(cfg, m, eg, ng, classes)
-    cg.manifest = m.model_copy(update={"graph_hash": content_hash(cg)})
-    return cg

@@ -1,7 +1,9 @@
 """``source: chunks`` over Parquet tables: the row groups are the chunks, read by the Ray
 pipeline's tasks straight from the store; the same graph gives the same hash and the same
 partition set, file for file, as its chunk directory and its in-memory build; bad tables
-fail when opened, naming the file, the row and the fix."""
+fail when opened, naming the file, the row and the fix. ``open_chunk_dataset`` opens the
+tables in a child process (``scan_tables`` there); tests of what opening checks call
+``scan_tables`` here, and two go through the child."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from gnntrain.config import ConfigError, parse_dataset
 from gnntrain.data import DataError
 from gnntrain.data.load import open_chunk_dataset
+from gnntrain.data.parquet_chunks import scan_tables
 from partition import PartitionConfig, build_partition_set
 from partition.chunked import ChunkError, write_chunks
 from partition.graph import Graph
@@ -76,7 +79,7 @@ def _local(g: Graph, root: Path, **kw: Any) -> Any:
 
 
 def test_tables_read_as_chunks_equal_the_graph(messy_graph: Graph, tmp_path: Path) -> None:
-    cg = open_chunk_dataset(_local(messy_graph, tmp_path / "t"))
+    cg = scan_tables(_local(messy_graph, tmp_path / "t"))
     back = cg.to_graph()
     assert back.content_hash() == messy_graph.content_hash()
     assert np.array_equal(back.x, messy_graph.x) and np.array_equal(back.y, messy_graph.y)
@@ -97,19 +100,19 @@ def test_overlapping_masks_and_unlabeled_split_nodes_are_refused(messy_graph: Gr
     both = nodes.set_column(nodes.schema.get_field_index("val_mask"), "val_mask", nodes.column("train_mask"))
     pq.write_table(both, root / "nodes" / "a.parquet", row_group_size=25)
     with pytest.raises(DataError, match=r"is in two of the masks .*train/val/test must be disjoint"):
-        open_chunk_dataset(cfg)
+        scan_tables(cfg)
     first_train = int(np.flatnonzero(nodes.column("train_mask").to_numpy())[0])
     label = nodes.column("label").to_numpy().copy()
     label[first_train] = -1
     pq.write_table(nodes.set_column(nodes.schema.get_field_index("label"), "label", pa.array(label)),
                    root / "nodes" / "a.parquet", row_group_size=25)
     with pytest.raises(DataError, match=rf"row {first_train} is in the train mask but has no label"):
-        open_chunk_dataset(cfg)
+        scan_tables(cfg)
 
 
 def test_a_table_changed_after_opening_is_refused_when_read(messy_graph: Graph, tmp_path: Path) -> None:
     root = tmp_path / "t"
-    cg = open_chunk_dataset(_local(messy_graph, root))
+    cg = scan_tables(_local(messy_graph, root))
     edges = pq.read_table(root / "edges" / "b.parquet")
     pq.write_table(edges.slice(1), root / "edges" / "b.parquet", row_group_size=97)
     with pytest.raises(ChunkError, match=r"b\.parquet .*it changed during the run"):

@@ -63,6 +63,31 @@ def test_pair_scores_equal_the_runs_own_evaluation(link_run: tuple[Path, Graph],
     np.testing.assert_allclose(np.load(out2), s, rtol=1e-6, atol=0)
 
 
+def test_pairs_and_scores_in_an_object_store(link_run: tuple[Path, Graph], tmp_path: Path,
+                                             s3_bucket: tuple[str, dict[str, object]]) -> None:
+    """Pairs read from an S3 object and scores written as one: the same bytes as the local
+    files; an existing object is not replaced without --force."""
+    from partition.storage import open_store
+
+    run, g = link_run
+    uri, options = s3_bucket
+    (tmp_path / "pairs.csv").write_text("src,dst\n0,1\n5,7\n3,3\n")
+    bucket = open_store(uri, options)
+    bucket.put("in/pairs.csv", tmp_path / "pairs.csv")
+    local = predict_pairs(run, tmp_path / "pairs.csv", tmp_path / "s.csv", single_process=True, graph=g,
+                          progress=False)
+    got = predict_pairs(run, f"{uri}/in/pairs.csv", f"{uri}/out/s.csv", single_process=True, graph=g,
+                        progress=False, storage_options=options)
+    assert got == f"{uri}/out/s.csv"
+    assert bucket.read_bytes("out/s.csv") == Path(local).read_bytes()
+    with pytest.raises(PredictError, match=r"--out 's3://.*/out/s.csv' exists; pass --force"):
+        predict_pairs(run, f"{uri}/in/pairs.csv", f"{uri}/out/s.csv", single_process=True, graph=g,
+                      storage_options=options)
+    with pytest.raises(PredictError, match=r"--pairs 's3://.*/in/missing.csv': .*not found"):
+        predict_pairs(run, f"{uri}/in/missing.csv", f"{uri}/out/t.csv", single_process=True, graph=g,
+                      storage_options=options)
+
+
 def test_bad_pairs_fail_with_one_line_before_work(link_run: tuple[Path, Graph], tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     run, g = link_run

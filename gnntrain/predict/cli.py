@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from gnntrain.checkpoint import CHECKPOINT_CHOICES
@@ -34,10 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "worker uploads its shard to (default RUN_DIR/predictions/<what>)")
     ap.add_argument("--force", action="store_true", help="replace an existing output directory")
     ap.add_argument("--format", dest="fmt", default="npy", help="npy (default) | parquet (needs pyarrow)")
-    ap.add_argument("--pairs", type=Path, default=None,
+    ap.add_argument("--pairs", default=None,
                     help="link runs: score the pairs of this CSV/TSV ('src dst') or .npy [2, P] "
-                    "file; --out is then a .csv, .tsv or .npy file (default "
-                    "RUN_DIR/predictions/pair-scores.csv)")
+                    "file (a path or an object-store URI); --out is then a .csv, .tsv or .npy file, "
+                    "local or a URI (default RUN_DIR/predictions/pair-scores.csv)")
     ap.add_argument("--checkpoint", default="best", choices=CHECKPOINT_CHOICES,
                     help="best: the epoch with the best validation metric (checkpoints/best.pt, "
                     "else the newest); last: the newest checkpoint (default best)")

@@ -16,6 +16,10 @@ Output (``--out``, default ``RUN_DIR/predictions/pair-scores.csv``): ``.csv`` (`
 score``, one row per input pair in input order; ``.tsv`` tab-separated) or ``.npy`` (the
 scores, float32 ``[P]``, in input order). The scores are logits (a sigmoid gives the
 probability a BCE-trained model assigns).
+
+``FILE`` and ``--out`` may be object-store URIs (``s3://bucket/pairs.csv``, reached with
+``storage_options``): the pairs are read as one object, and the scores written to a local
+temporary file and uploaded as one object (a single put: the object is complete or absent).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 
 from gnntrain.predict.format import PredictError, read_predictions
 from gnntrain.predict.nodes import open_run, predict
-from partition.storage import is_remote
+from partition.storage import StorageError, is_remote, open_store
 
 if TYPE_CHECKING:
     from gnntrain.models import ModelSpec
@@ -42,21 +46,33 @@ __all__ = ["predict_pairs", "read_pairs"]
 OUT_SUFFIXES = (".csv", ".tsv", ".npy")
 
 
-def read_pairs(path: str | Path) -> np.ndarray:
-    """The pairs of ``path`` as int64 ``[P, 2]`` (see the module docstring for the formats)."""
-    p = Path(path)
+def read_pairs(path: str | Path, storage_options: Mapping[str, Any] | None = None) -> np.ndarray:
+    """The pairs of ``path`` (a local file, or an object-store URI reached with
+    ``storage_options``) as int64 ``[P, 2]`` (see the module docstring for the formats)."""
+    if is_remote(path):
+        parent, _, name = str(path).rstrip("/").rpartition("/")
+        with tempfile.TemporaryDirectory(prefix="gnntrain-pairs-") as d:
+            try:
+                (Path(d) / name).write_bytes(open_store(parent, storage_options).read_bytes(name))
+            except (StorageError, OSError) as e:
+                raise PredictError(f"--pairs {str(path)!r}: {e}") from None
+            return _read_local_pairs(Path(d) / name, str(path))
+    return _read_local_pairs(Path(path), str(path))
+
+
+def _read_local_pairs(p: Path, where: str) -> np.ndarray:
     if not p.is_file():
-        raise PredictError(f"--pairs {str(p)!r}: no such file")
+        raise PredictError(f"--pairs {where!r}: no such file")
     if p.suffix == ".npy":
         try:
             a = np.load(p, allow_pickle=False)
         except ValueError as e:
-            raise PredictError(f"--pairs {str(p)!r}: not a plain .npy array ({e})") from None
+            raise PredictError(f"--pairs {where!r}: not a plain .npy array ({e})") from None
         if a.ndim != 2 or a.shape[0] != 2:
-            raise PredictError(f"--pairs {str(p)!r}: array of shape {a.shape}, expected [2, P] "
+            raise PredictError(f"--pairs {where!r}: array of shape {a.shape}, expected [2, P] "
                                "(row 0 sources, row 1 destinations)")
         if not np.issubdtype(a.dtype, np.integer):
-            raise PredictError(f"--pairs {str(p)!r}: dtype {a.dtype}, expected integer node ids")
+            raise PredictError(f"--pairs {where!r}: dtype {a.dtype}, expected integer node ids")
         return np.ascontiguousarray(a.T, dtype=np.int64)
     lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
     rows = [ln.replace(",", " ").split() for ln in lines]
@@ -64,11 +80,11 @@ def read_pairs(path: str | Path) -> np.ndarray:
         rows = rows[1:]  # a header
     for i, r in enumerate(rows):
         if len(r) != 2 or not all(t.lstrip("-").isdigit() for t in r):
-            raise PredictError(f"--pairs {str(p)!r}: line {i + 1 + (len(lines) - len(rows))} is "
+            raise PredictError(f"--pairs {where!r}: line {i + 1 + (len(lines) - len(rows))} is "
                                f"{' '.join(r)[:60]!r}; expected two integer ids 'src dst' "
                                "(comma, tab or space separated)")
     if not rows:
-        raise PredictError(f"--pairs {str(p)!r}: no pairs in the file")
+        raise PredictError(f"--pairs {where!r}: no pairs in the file")
     return np.array(rows, dtype=np.int64).reshape(-1, 2)
 
 
@@ -96,9 +112,10 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
                   force: bool = False, single_process: bool = False, model: ModelSpec | None = None,
                   task: Task | None = None, graph: Graph | None = None,
                   progress: bool = True, checkpoint: str = "best",
-                  storage_options: Mapping[str, Any] | None = None) -> Path:
-    """Score the pairs of ``pairs_file`` with the run in ``run_dir``; returns the written file.
-    ``model``/``task``/``graph``/``checkpoint``/``storage_options`` as in
+                  storage_options: Mapping[str, Any] | None = None) -> Path | str:
+    """Score the pairs of ``pairs_file`` with the run in ``run_dir``; returns the written file
+    (its URI for an ``out`` in an object store). ``pairs_file`` and ``out`` may be URIs
+    (module doc). ``model``/``task``/``graph``/``checkpoint``/``storage_options`` as in
     :func:`gnntrain.predict.predict`."""
     import torch
 
@@ -106,22 +123,29 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     from gnntrain.config import load_config
     from gnntrain.tasks import LinkPrediction, build_task
 
-    if out is not None and is_remote(out):
-        raise PredictError(f"--out {str(out)!r}: with --pairs the output is one local file (.csv, .tsv "
-                           "or .npy); copy it to the store afterwards")
     run = open_run(run_dir, storage_options, out)
     cfg = load_config(raw=run.read_config_raw())
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
     if not isinstance(task, LinkPrediction):
         raise PredictError(f"--pairs: the run's task.kind={cfg.task.kind!r} does not score node "
                            "pairs; --pairs needs a link-prediction run (task.kind: link)")
-    out_path = Path(out) if out is not None else run.path / "predictions" / "pair-scores.csv"
-    if out_path.suffix not in OUT_SUFFIXES:
-        raise PredictError(f"--out {str(out_path)!r}: with --pairs the output is a file ending in "
+    where = str(out) if out is not None else str(run.path / "predictions" / "pair-scores.csv")
+    if Path(where).suffix not in OUT_SUFFIXES:
+        raise PredictError(f"--out {where!r}: with --pairs the output is a file ending in "
                            f"one of {', '.join(OUT_SUFFIXES)}")
-    if out_path.exists() and not force:
-        raise PredictError(f"--out {str(out_path)!r} exists; pass --force to replace it")
-    pairs = read_pairs(pairs_file)
+    dest = None  # the store an output URI goes to, and its object's name
+    if is_remote(where):
+        parent, _, name = where.rstrip("/").rpartition("/")
+        try:
+            dest = (open_store(parent, storage_options), name)
+            exists = dest[0].exists(name)
+        except StorageError as e:
+            raise PredictError(f"--out {where!r}: {e}") from None
+    else:
+        exists = Path(where).exists()
+    if exists and not force:
+        raise PredictError(f"--out {where!r} exists; pass --force to replace it")
+    pairs = read_pairs(pairs_file, storage_options)
     num_nodes = task.load_graph(cfg.dataset, graph).num_nodes  # the run's graph and split
     gids = _to_graph_ids(task, pairs, repr(str(pairs_file)))
     try:
@@ -129,12 +153,13 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     except (FileNotFoundError, ValueError) as e:
         raise PredictError(str(e)) from None
 
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-pair-rows-", dir=out_path.parent))
+    local = Path(where) if dest is None else Path(tempfile.mkdtemp(prefix="gnntrain-pairs-")) / dest[1]
+    local.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-pair-rows-", dir=local.parent))
     try:
         rows = predict(run.path, "logits", out=tmp / "rows", single_process=single_process,
                        model=model, task=task, graph=graph, progress=progress)
-        ids, values = read_predictions(rows)  # a local directory: out was local
+        ids, values = read_predictions(rows)  # a local directory
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     assert np.array_equal(ids, np.arange(num_nodes)), "every node's row, once"
@@ -142,12 +167,18 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
         target = torch.from_numpy(gids)
         scores = task.score(net, torch.from_numpy(np.ascontiguousarray(values)), target)
     s = scores.float().cpu().numpy()
-    if out_path.suffix == ".npy":
-        np.save(out_path, s)
+    if local.suffix == ".npy":
+        np.save(local, s)
     else:
-        sep = "\t" if out_path.suffix == ".tsv" else ","
-        with out_path.open("w") as f:
+        sep = "\t" if local.suffix == ".tsv" else ","
+        with local.open("w") as f:
             f.write(sep.join(("src", "dst", "score")) + "\n")
             for (u, v), x in zip(pairs.tolist(), s.tolist(), strict=True):
                 f.write(f"{u}{sep}{v}{sep}{x:.9g}\n")
-    return out_path
+    if dest is None:
+        return local
+    try:
+        dest[0].put(dest[1], local)  # one object: complete or absent
+    finally:
+        shutil.rmtree(local.parent, ignore_errors=True)
+    return f"{dest[0].uri}/{dest[1]}"

@@ -280,6 +280,7 @@ def load(run_dir: str | os.PathLike[str], *, model: ModelSpec | None = None,
     location = str(run_dir)
     run = RunDir.open(location, storage_options=storage_options, kind="cache", what="load()")
     cfg = load_config(raw=run.read_config_raw())
+    run.bound_scratch(cfg.cluster.scratch_max_bytes)  # the run's own limit, known once fetched
     net, epochs = _trained_model(run, cfg, model, checkpoint)
     return Loaded(run_dir=run.path, config=cfg, model=net, epochs_done=epochs, location=location)
 

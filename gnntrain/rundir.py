@@ -68,8 +68,15 @@ class RunDir:
         self._hold: IO[str] | None = None
         if mirror is not None:  # a staging copy in node-local scratch: held while this object lives
             self._hold = hold(path)
-            if max_bytes is not None:  # cluster.scratch_max_gb: other scratch entries make room
-                evict_scratch(path.parents[2], path, max_bytes)
+            self.bound_scratch(max_bytes)
+
+    def bound_scratch(self, max_bytes: int | None) -> list[str]:
+        """For a run staged from a store, with ``max_bytes`` (``cluster.scratch_max_gb``):
+        remove other entries of the scratch directory until it fits
+        (:func:`partition.staging.evict_scratch`); the entries removed."""
+        if self.mirror is None or max_bytes is None:
+            return []
+        return evict_scratch(self.path.parents[2], self.path, max_bytes)
 
     @property
     def location(self) -> str:

@@ -201,10 +201,14 @@ def open_run(run_dir: str | Path, storage_options: Mapping[str, Any] | None = No
         if out is None:
             raise PredictError(f"run_dir={str(run_dir)!r} is in an object store: give --out, a local path "
                                "or an object-store URI, for the predictions")
+        from gnntrain.config import load_config
+
         try:
-            return RunDir.open(str(run_dir), storage_options=storage_options, kind="cache", what="run_dir")
+            run = RunDir.open(str(run_dir), storage_options=storage_options, kind="cache", what="run_dir")
         except FileNotFoundError as e:
             raise PredictError(str(e)) from None
+        run.bound_scratch(load_config(raw=run.read_config_raw()).cluster.scratch_max_bytes)  # the run's limit
+        return run
     p = Path(run_dir)
     if not (p / "config.yaml").is_file():
         raise PredictError(f"run_dir={str(p)!r}: not a run directory (no config.yaml); pass the "

@@ -33,6 +33,7 @@ from gnntrain.tune.space import check_space, parse_space, partition_settings, pr
 from gnntrain.tune.summary import Sweep, print_sweep, summarise
 from gnntrain.tune.trial import TrialShape, run_trial, trial_config, trial_resources
 from partition.paths import check_component
+from partition.staging import evict_scratch, hold
 from partition.storage import FsspecStore, is_remote, local_path, open_store, secret_keys
 
 if TYPE_CHECKING:
@@ -116,6 +117,9 @@ def sweep(config: ConfigLike, param_space: Mapping[str, Any], *, workers_per_tri
         check_writable(root, options)  # a missing bucket or a wrong endpoint fails before any trial
         location = f"{root.rstrip('/')}/{name}"
         sweep_dir = staging_dir(location, cfg.cluster.scratch_dir, "sweeps")
+        held = hold(sweep_dir)  # the driver's staging copy, held while the sweep runs  # noqa: F841
+        if cfg.cluster.scratch_max_bytes is not None:  # other scratch entries make room
+            evict_scratch(sweep_dir.parents[2], sweep_dir, cfg.cluster.scratch_max_bytes)
     else:
         sweep_dir = local_path(root).resolve() / name
         location = str(sweep_dir)

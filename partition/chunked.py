@@ -230,13 +230,6 @@ class ChunkedGraph:
         for j, c in enumerate(self.manifest.node_chunks):
             yield c.lo, c.hi, {name: self.read("nodes", j, name) for name in ("x", "y", "split")}
 
-    def split_codes(self) -> np.ndarray:
-        """int8 ``[N]`` split code of every node (O(N), read chunk by chunk)."""
-        out = np.zeros(self.num_nodes, dtype=np.int8)
-        for j, c in enumerate(self.manifest.node_chunks):
-            out[c.lo:c.hi] = self.read("nodes", j, "split")
-        return out
-
     def to_graph(self) -> Graph:
         """The whole graph in memory (for tests and small graphs only)."""
         n, m = self.num_nodes, self.manifest

@@ -136,7 +136,7 @@ def hold(path: Path) -> IO[str]:
 def _held(path: Path) -> bool:
     """Whether a process holds ``path`` (:func:`hold`)."""
     try:
-        f = (path / IN_USE).open("a")
+        f = (path / IN_USE).open("r")  # none there: never held
     except OSError:
         return False
     with f:

@@ -31,7 +31,7 @@ from partition.errors import PartitionError
 from partition.manifest import CHUNK, FileMismatch, FileRecord, HashingWriter, atomic_write_bytes
 
 __all__ = ["FsspecStore", "LocalStore", "Store", "StorageError", "default_scratch", "is_remote",
-           "local_path", "open_store", "redact", "secret_keys"]
+           "local_path", "open_parent", "open_store", "redact", "secret_keys"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SECRET = re.compile(r"key|secret|token|password|passwd|credential|session", re.IGNORECASE)
@@ -336,3 +336,9 @@ def open_store(location: str | Path, storage_options: Mapping[str, Any] | None =
     if is_remote(location):
         return FsspecStore(str(location), storage_options)
     return LocalStore(location)
+
+
+def open_parent(uri: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Store, str]:
+    """The store holding the single object at ``uri``, and the object's name in it."""
+    parent, _, name = uri.rstrip("/").rpartition("/")
+    return open_store(parent, storage_options), name

@@ -163,8 +163,7 @@ class ParquetChunks(ChunkedGraph):
         t, c = _tables(), self.node_cfg
         assert c.label is not None and c.masks is not None
         data = self._row_group("nodes", j, [c.label, *c.masks])
-        y = t.label_column(data.column(c.label))
-        y = np.where(np.isfinite(y), y, -1).astype(np.int64) if y.dtype.kind == "f" else y.astype(np.int64)
+        y = _class_ids(data.column(c.label), c.label, f"node row group {j} of {self.tables['nodes'].location}")
         labeled = y >= 0
         if self.classes is not None:
             y = np.where(labeled, np.searchsorted(self.classes, y), y)
@@ -198,6 +197,17 @@ class ParquetChunks(ChunkedGraph):
             raise ChunkError(f"{where}: row {row} feature {col} is {x[row, col]}; features must be finite "
                              "(no null, NaN or Inf)")
         return x
+
+
+def _class_ids(col: pa.ChunkedArray, name: str, where: str) -> np.ndarray:
+    """A label column as int64 class ids, -1 where unlabeled (null, -1, or NaN in a float
+    column); fractional labels are refused."""
+    y = _tables().label_column(col)
+    if y.dtype.kind == "f":
+        if (np.isfinite(y) & (y != np.round(y))).any():
+            raise DataError(f"{where}: column {name!r} holds fractional labels; labels must be whole numbers")
+        y = np.where(np.isfinite(y), y, -1)
+    return np.asarray(y, dtype=np.int64)
 
 
 def _release() -> None:
@@ -240,12 +250,7 @@ def _scan_nodes(cg: ParquetChunks, cfg: ParquetNodes, where: str) -> tuple[np.nd
                 raise DataError(f"{at}: row {int(bad[0])} has id {int(got[bad[0]])}, expected {g.lo + int(bad[0])}; "
                                 "chunked tables need the node rows in id order (sort the table by "
                                 f"{cfg.id!r}), or use source: parquet, which reads ids in any order")
-        y = t.label_column(data.column(cfg.label))
-        if y.dtype.kind == "f":
-            if (np.isfinite(y) & (y != np.round(y))).any():
-                raise DataError(f"{at}: column {cfg.label!r} holds fractional labels; labels must be whole numbers")
-            y = np.where(np.isfinite(y), y, -1)
-        y = y.astype(np.int64)
+        y = _class_ids(data.column(cfg.label), cfg.label, at)
         if (y < -1).any():
             raise DataError(f"{at}: column {cfg.label!r} holds label {int(y.min())}; labels must be >= 0, "
                             "or null / -1 for an unlabeled node")

@@ -66,14 +66,12 @@ def predict(run_dir: str | Path, what: str = "logits", layer: int | None = None,
     from rich.console import Console
 
     from gnntrain.checkpoint import CHECKPOINT_CHOICES, load_trained
-    from gnntrain.config import load_config
     from gnntrain.tasks import build_task
 
     console = console or Console(stderr=True, quiet=not progress)
     if checkpoint not in CHECKPOINT_CHOICES:
         raise PredictError(f"--checkpoint {checkpoint!r}: expected one of {', '.join(CHECKPOINT_CHOICES)}")
-    run = open_run(run_dir, storage_options, out)
-    cfg = load_config(raw=run.read_config_raw())
+    run, cfg = open_run(run_dir, storage_options, out)
     if fmt not in SHARD_FORMATS:
         raise PredictError(f"--format {fmt!r}: expected one of {', '.join(SHARD_FORMATS)}")
     if fmt == "parquet":
@@ -189,11 +187,13 @@ def _infer(group: WorkerGroup, run: RunDir, ckpt: dict[str, Any], what: str, lay
 
 
 def open_run(run_dir: str | Path, storage_options: Mapping[str, Any] | None = None,
-             out: str | Path | None = None) -> RunDir:
-    """The run to predict with. A run in an object store (``s3://.../runs/<name>-<stamp>``,
-    reached with ``storage_options``) is fetched into a local cache (its config and newest
-    and best checkpoints, checked against their manifests); its predictions go to ``out``,
-    a local path or an object-store URI, which it then requires."""
+             out: str | Path | None = None) -> tuple[RunDir, RunConfig]:
+    """The run to predict with, and its config. A run in an object store
+    (``s3://.../runs/<name>-<stamp>``, reached with ``storage_options``) is fetched into a
+    local cache (its config and newest and best checkpoints, checked against their
+    manifests), within the run's own ``cluster.scratch_max_gb``; its predictions go to
+    ``out``, a local path or an object-store URI, which it then requires."""
+    from gnntrain.config import load_config
     from gnntrain.rundir import RunDir
     from partition.storage import is_remote
 
@@ -201,19 +201,19 @@ def open_run(run_dir: str | Path, storage_options: Mapping[str, Any] | None = No
         if out is None:
             raise PredictError(f"run_dir={str(run_dir)!r} is in an object store: give --out, a local path "
                                "or an object-store URI, for the predictions")
-        from gnntrain.config import load_config
-
         try:
             run = RunDir.open(str(run_dir), storage_options=storage_options, kind="cache", what="run_dir")
         except FileNotFoundError as e:
             raise PredictError(str(e)) from None
-        run.bound_scratch(load_config(raw=run.read_config_raw()).cluster.scratch_max_bytes)  # the run's limit
-        return run
-    p = Path(run_dir)
-    if not (p / "config.yaml").is_file():
-        raise PredictError(f"run_dir={str(p)!r}: not a run directory (no config.yaml); pass the "
-                           "directory a training run wrote, e.g. runs/<name>-<timestamp>")
-    return RunDir(p)
+    else:
+        p = Path(run_dir)
+        if not (p / "config.yaml").is_file():
+            raise PredictError(f"run_dir={str(p)!r}: not a run directory (no config.yaml); pass the "
+                               "directory a training run wrote, e.g. runs/<name>-<timestamp>")
+        run = RunDir(p)
+    cfg = load_config(raw=run.read_config_raw())
+    run.bound_scratch(cfg.cluster.scratch_max_bytes)  # a fetched run: its own limit
+    return run, cfg
 
 
 def _check_what(task: Task, what: str) -> None:

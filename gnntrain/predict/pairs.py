@@ -24,6 +24,7 @@ temporary file and uploaded as one object (a single put: the object is complete 
 
 from __future__ import annotations
 
+import io
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -34,7 +35,7 @@ import numpy as np
 
 from gnntrain.predict.format import PredictError, read_predictions
 from gnntrain.predict.nodes import open_run, predict
-from partition.storage import StorageError, is_remote, open_store
+from partition.storage import StorageError, is_remote, open_parent
 
 if TYPE_CHECKING:
     from gnntrain.models import ModelSpec
@@ -49,23 +50,18 @@ OUT_SUFFIXES = (".csv", ".tsv", ".npy")
 def read_pairs(path: str | Path, storage_options: Mapping[str, Any] | None = None) -> np.ndarray:
     """The pairs of ``path`` (a local file, or an object-store URI reached with
     ``storage_options``) as int64 ``[P, 2]`` (see the module docstring for the formats)."""
-    if is_remote(path):
-        parent, _, name = str(path).rstrip("/").rpartition("/")
-        with tempfile.TemporaryDirectory(prefix="gnntrain-pairs-") as d:
-            try:
-                (Path(d) / name).write_bytes(open_store(parent, storage_options).read_bytes(name))
-            except (StorageError, OSError) as e:
-                raise PredictError(f"--pairs {str(path)!r}: {e}") from None
-            return _read_local_pairs(Path(d) / name, str(path))
-    return _read_local_pairs(Path(path), str(path))
-
-
-def _read_local_pairs(p: Path, where: str) -> np.ndarray:
-    if not p.is_file():
-        raise PredictError(f"--pairs {where!r}: no such file")
-    if p.suffix == ".npy":
+    where = str(path)
+    try:
+        if is_remote(where):
+            store, name = open_parent(where, storage_options)
+            data = store.read_bytes(name)
+        else:
+            data = Path(path).read_bytes()
+    except (StorageError, OSError) as e:
+        raise PredictError(f"--pairs {where!r}: {'no such file' if isinstance(e, FileNotFoundError) else e}") from None
+    if where.endswith(".npy"):
         try:
-            a = np.load(p, allow_pickle=False)
+            a = np.load(io.BytesIO(data), allow_pickle=False)
         except ValueError as e:
             raise PredictError(f"--pairs {where!r}: not a plain .npy array ({e})") from None
         if a.ndim != 2 or a.shape[0] != 2:
@@ -74,7 +70,7 @@ def _read_local_pairs(p: Path, where: str) -> np.ndarray:
         if not np.issubdtype(a.dtype, np.integer):
             raise PredictError(f"--pairs {where!r}: dtype {a.dtype}, expected integer node ids")
         return np.ascontiguousarray(a.T, dtype=np.int64)
-    lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
+    lines = [ln for ln in data.decode().splitlines() if ln.strip()]
     rows = [ln.replace(",", " ").split() for ln in lines]
     if rows and not all(t.lstrip("-").isdigit() for t in rows[0]):
         rows = rows[1:]  # a header
@@ -120,11 +116,9 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
     import torch
 
     from gnntrain.api import _trained_model
-    from gnntrain.config import load_config
     from gnntrain.tasks import LinkPrediction, build_task
 
-    run = open_run(run_dir, storage_options, out)
-    cfg = load_config(raw=run.read_config_raw())
+    run, cfg = open_run(run_dir, storage_options, out)
     task = task if task is not None else build_task(cfg.task.kind, dict(cfg.task.options))
     if not isinstance(task, LinkPrediction):
         raise PredictError(f"--pairs: the run's task.kind={cfg.task.kind!r} does not score node "
@@ -135,10 +129,9 @@ def predict_pairs(run_dir: str | Path, pairs_file: str | Path, out: str | Path |
                            f"one of {', '.join(OUT_SUFFIXES)}")
     dest = None  # the store an output URI goes to, and its object's name
     if is_remote(where):
-        parent, _, name = where.rstrip("/").rpartition("/")
         try:
-            dest = (open_store(parent, storage_options), name)
-            exists = dest[0].exists(name)
+            dest = open_parent(where, storage_options)
+            exists = dest[0].exists(dest[1])
         except StorageError as e:
             raise PredictError(f"--out {where!r}: {e}") from None
     else:

@@ -246,8 +246,8 @@ def _open_dataset(cfg: RunConfig, single_process: bool, task: Task,
     if graph is not None or not isinstance(cfg.dataset, ChunksDataset):
         return task.load_graph(cfg.dataset, graph)
     if single_process:
-        where = (f"dataset.path={cfg.dataset.path!r}" if cfg.dataset.path is not None
-                 else f"dataset.edges.path={cfg.dataset.edges.path!r}" if cfg.dataset.edges else "")
+        edges = cfg.dataset.edges  # the config has a chunk directory or Parquet tables
+        where = f"dataset.path={cfg.dataset.path!r}" if edges is None else f"dataset.edges.path={edges.path!r}"
         raise ConfigError(f"dataset.source='chunks' ({where}) trains on Ray "
                           "workers only, each loading its own part; drop --single-process")
     from partition.parallel import CHUNKED_METHODS

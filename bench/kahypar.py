@@ -7,7 +7,7 @@ Each build runs in its own process: the synthetic graph generated in memory, the
 ``build_partition_set`` with ``metis`` or ``kahypar`` (symmetrise, partition, refine, renumber,
 write). Peak memory is that of the largest process, sampled from outside (:func:`_spawn`):
 the build process (generation included: the graph is part of what it holds; Mt-KaHyPar runs
-in it) or the process METIS runs in (``partition.multilevel.metis_in_child``); ``sum MiB``
+in it) or the process METIS runs in (``partition.balance.metis_in_child``); ``sum MiB``
 is the largest sampled sum of both. A last process generates the graph again and
 checks every set (:func:`bench.partition_scale._check_set`: edge cut, imbalance, round trip).
 Gated (exit status 1): every set round-trips, every node is owned once, every balance

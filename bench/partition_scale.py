@@ -100,7 +100,7 @@ def _child_metis(a: dict[str, Any]) -> dict[str, Any]:
     g = generate(graph_cfg(a), name=a["name"])
     t1 = time.perf_counter()
     pset = build_partition_set(g, PartitionConfig(method="metis", parts=a["parts"]), a["root"])
-    # METIS itself runs in a process of its own (partition.multilevel.metis_in_child) while
+    # METIS itself runs in a process of its own (partition.balance.metis_in_child) while
     # this one holds the graph: its peak is this process's largest child's
     return {"seconds": time.perf_counter() - t1, "generate_s": t1 - t0, "peak_mib": peak_mib(),
             "metis_child_peak_mib": children_peak() / MIB,

@@ -2,7 +2,8 @@
 
 The symmetrised CSR METIS and Mt-KaHyPar read (:func:`symmetrize`), the balance weights of
 each node (:func:`vertex_weights`: nodes, each node type, training examples, in-edges), the
-load a part may hold (:func:`allowed_loads`) and METIS aimed at it (:func:`metis_balanced`).
+load a part may hold (:func:`allowed_loads`) and METIS aimed at it (:func:`metis_balanced`),
+in a process of its own (:func:`metis_in_child`, which imports neither numba nor torch).
 :mod:`partition.methods` (the dispatcher), :mod:`partition.multilevel`,
 :mod:`partition.kahypar` and :mod:`partition.parallel` build on these; none of them is
 imported here.
@@ -10,20 +11,22 @@ imported here.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from partition import _kernels
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
 
 __all__ = ["LDG_PASSES", "METIS_TRIES", "SymmetricCSR", "allowed_loads", "balanced_types", "metis_balanced",
-           "loads", "metis_target", "rebalanced", "symmetrize", "vertex_weights", "weights_from"]
+           "metis_in_child", "loads", "metis_target", "rebalanced", "symmetrize", "vertex_weights", "weights_from"]
 
 _INT32_MAX = 2**31 - 1
 METIS_TRIES = 3
@@ -61,6 +64,8 @@ def symmetrize(graph: Graph, idx_dtype: np.dtype | type = np.int32,
     ``A`` and ``A^T``, after sorting the rows of ``A`` by a second transpose if needed.
     Raises :class:`PartitionError` when the result has more than ``max_entries`` entries.
     """
+    from partition import _kernels  # numba: not in METIS's own process (metis_in_child)
+
     n = graph.num_nodes
     indptr, indices = graph.indptr, graph.indices
     t_ptr = np.zeros(n + 1, dtype=np.int64)
@@ -192,6 +197,38 @@ def metis_balanced(sym: SymmetricCSR, w: np.ndarray, cfg: PartitionConfig, allow
     return rebalanced(sym, w, best[1], cfg.parts, allowed) if best[0] > 1.0 else best[1]
 
 
+def metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
+                    adjwgt: np.ndarray | None) -> np.ndarray:
+    """:func:`~partition.balance.metis_balanced` in a fresh Python process.
+
+    METIS draws from the C library's ``rand()``, which every thread of the process shares:
+    next to Ray's threads (a Ray worker, or a driver after ``ray.init``) the same coarse graph
+    gave different parts from run to run. A process of its own makes the parts a function
+    of the input again, and its memory is freed when it ends.
+    """
+    with tempfile.TemporaryDirectory(prefix="gnntrain-coarse-") as d:
+        arrays = {"xadj": sym.xadj, "adjncy": sym.adjncy, "vw": vw, "allowed": allowed}
+        if adjwgt is not None:
+            arrays["adjwgt"] = adjwgt
+        np.savez(Path(d) / "in.npz", allow_pickle=False, **arrays)
+        (Path(d) / "cfg.json").write_text(cfg.model_dump_json())
+        code = "import sys; from partition.balance import _metis_main; _metis_main(sys.argv[1])"
+        run = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise PartitionError(f"METIS on the coarse graph failed (exit status {run.returncode}): "
+                                 f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
+        return np.load(Path(d) / "parts.npy")
+
+
+def _metis_main(d: str) -> None:
+    """Entry point of :func:`metis_in_child`'s process."""
+    a = np.load(Path(d) / "in.npz")
+    cfg = PartitionConfig.model_validate_json((Path(d) / "cfg.json").read_text())
+    parts = metis_balanced(SymmetricCSR(xadj=a["xadj"], adjncy=a["adjncy"]), a["vw"], cfg, a["allowed"],
+                           a["adjwgt"] if "adjwgt" in a.files else None)
+    np.save(Path(d) / "parts.npy", parts)
+
+
 REBALANCE_ROUNDS = 20
 
 
@@ -203,6 +240,8 @@ def rebalanced(sym: SymmetricCSR, w: np.ndarray, parts: np.ndarray, k: int, allo
     the target stays within every allowed load. What METIS can leave over the bound when
     several constraints pull apart (HGCMA IMDB's three node types at k=4 measured 1.09-1.10
     once, for 1.05 allowed)."""
+    from partition import _kernels  # numba, imported by METIS's own process only when it repairs
+
     out = np.array(parts, dtype=np.int64)
     wf = np.ascontiguousarray(w, dtype=np.float64)
     load = loads(out, wf, k)

@@ -153,7 +153,7 @@ def _metis_parts(graph: Graph, cfg: PartitionConfig, steps: StepRecorder) -> np.
     with steps("metis"):
         # in a process of its own: METIS draws from the C library's rand(), which any other
         # thread of this process (Ray's, after ray.init) may draw from at the same time
-        from partition.multilevel import metis_in_child
+        from partition.balance import metis_in_child
 
         return metis_in_child(sym, w, cfg, allowed_loads(w, cfg.parts, cfg.imbalance), None)
 

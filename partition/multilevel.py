@@ -17,7 +17,7 @@ stored on disk with Ray tasks. The same blocks give the same parts either way.
   are undone) coarsens the graph; each block contributes its coarse edges, one task reads
   them a block at a time, builds the weighted coarse graph and runs multi-constraint METIS on it
   (:func:`partition.balance.metis_balanced`, in a process of its own: see
-  :func:`metis_in_child`), the coarse parts are projected back and
+  :func:`partition.balance.metis_in_child`), the coarse parts are projected back and
   :func:`refine` polishes them.
 * :func:`refine`: label-propagation refinement under the balance constraints: every block
   proposes moves of its nodes to the part holding most of their in-neighbours, the
@@ -31,18 +31,14 @@ For a directed graph both methods see in-neighbours only (the coarse graph is sy
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from partition import _kernels
-from partition.balance import LDG_PASSES, SymmetricCSR, allowed_loads, loads, metis_balanced
+from partition.balance import LDG_PASSES, SymmetricCSR, allowed_loads, loads, metis_in_child
 from partition.config import PartitionConfig
 from partition.errors import PartitionError
 from partition.graph import Graph
@@ -275,38 +271,6 @@ def _partition_coarse(pieces: Iterable[tuple[np.ndarray, np.ndarray]], cw: np.nd
     scale = np.maximum(1.0, np.ceil(cw.sum(axis=0) / (lib.max_idx // 4)))
     vw = np.ceil(cw / scale).astype(np.int64)
     return metis_in_child(sym, vw, cfg, allowed / scale, adjwgt)
-
-
-def metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
-                    adjwgt: np.ndarray | None) -> np.ndarray:
-    """:func:`~partition.balance.metis_balanced` in a fresh Python process.
-
-    METIS draws from the C library's ``rand()``, which every thread of the process shares:
-    next to Ray's threads (a Ray worker, or a driver after ``ray.init``) the same coarse graph
-    gave different parts from run to run. A process of its own makes the parts a function
-    of the input again, and its memory is freed when it ends.
-    """
-    with tempfile.TemporaryDirectory(prefix="gnntrain-coarse-") as d:
-        arrays = {"xadj": sym.xadj, "adjncy": sym.adjncy, "vw": vw, "allowed": allowed}
-        if adjwgt is not None:
-            arrays["adjwgt"] = adjwgt
-        np.savez(Path(d) / "in.npz", allow_pickle=False, **arrays)
-        (Path(d) / "cfg.json").write_text(cfg.model_dump_json())
-        code = "import sys; from partition.multilevel import _metis_main; _metis_main(sys.argv[1])"
-        run = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
-        if run.returncode != 0:
-            raise PartitionError(f"METIS on the coarse graph failed (exit status {run.returncode}): "
-                                 f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
-        return np.load(Path(d) / "parts.npy")
-
-
-def _metis_main(d: str) -> None:
-    """Entry point of :func:`metis_in_child`'s process."""
-    a = np.load(Path(d) / "in.npz")
-    cfg = PartitionConfig.model_validate_json((Path(d) / "cfg.json").read_text())
-    parts = metis_balanced(SymmetricCSR(xadj=a["xadj"], adjncy=a["adjncy"]), a["vw"], cfg, a["allowed"],
-                           a["adjwgt"] if "adjwgt" in a.files else None)
-    np.save(Path(d) / "parts.npy", parts)
 
 
 def multilevel_parts(blocks: BlockMap, w: np.ndarray, cfg: PartitionConfig,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from bench.harness.s3 import new_bucket, s3_server
 from gnntrain.runtime.worker_pool import POOL, reuse_workers
@@ -47,6 +49,11 @@ def data_root() -> Path:
     if not root.is_dir():
         pytest.skip(f"real datasets not found at {root} (set GNNTRAIN_DATA or place ../shared/datasets)")
     return root
+
+
+def quiet() -> Console:
+    """A console that prints nowhere: ``gnntrain.fit(..., console=quiet())``."""
+    return Console(file=io.StringIO(), width=200)
 
 
 def make_graph(num_nodes: int = 200, avg_degree: int = 6, num_features: int = 8,

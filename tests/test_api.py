@@ -3,7 +3,6 @@ lazy package exports."""
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -13,7 +12,6 @@ from typing import ClassVar
 import pytest
 import torch
 import yaml
-from rich.console import Console
 from torch import Tensor
 from torch_geometric.nn import GraphConv
 
@@ -21,12 +19,8 @@ import gnntrain
 from gnntrain.api import override_items, resolve_config
 from gnntrain.config import ConfigError
 from gnntrain.models import build_model
-from tests.conftest import REPO, make_graph
+from tests.conftest import REPO, make_graph, quiet
 from tests.runtime.helpers import tiny_cfg
-
-
-def quiet() -> Console:
-    return Console(file=io.StringIO(), width=200)
 
 
 def tiny_yaml(tmp_path: Path) -> Path:

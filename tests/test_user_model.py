@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import importlib
-import io
 import json
 import os
 import re
@@ -20,11 +19,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from rich.console import Console
 
 import gnntrain
 from gnntrain.models import build_model
-from tests.conftest import REPO, make_graph
+from tests.conftest import REPO, make_graph, quiet
 from tests.runtime.helpers import ONE_STEP, assert_params_close, tiny_cfg
 
 MODULE = "gnt_usermodels"
@@ -78,10 +76,6 @@ def user_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         sys.path.remove(str(d))
         sys.modules.pop(MODULE, None)
-
-
-def quiet() -> Console:
-    return Console(file=io.StringIO(), width=200)
 
 
 def params(run: gnntrain.Run) -> dict[str, torch.Tensor]:

@@ -18,7 +18,8 @@ from gnntrain.config.loading import format_errors
 from partition.paths import check_component
 
 __all__ = [
-    "DATA_ENV", "HETERO_SOURCES", "ChunksDataset", "CsvDataset", "DatasetConfig", "HeteroDirDataset",
+    "DATA_ENV", "HETERO_SOURCES", "ChunksDataset", "CsvDataset", "DatasetConfig", "HeteroDatasetBase",
+    "HeteroDirDataset", "HeteroParquetDataset",
     "HeterophilousDataset", "LightGcnDataset", "LoadedDataset", "NpzDataset", "OgbDataset", "OgbMagDataset",
     "OgblDataset", "ParquetDataset", "ParquetEdges", "ParquetNodes", "PlanetoidDataset",
     "SyntheticConfig", "SyntheticDataset", "SyntheticHeteroConfig", "SyntheticHeteroDataset",
@@ -268,7 +269,7 @@ class SyntheticDataset(_DatasetBase):
 # ---- typed (heterogeneous) graphs: loaded by gnntrain/data/hetero.py ---------------------
 
 
-class _HeteroDatasetBase(_DatasetBase):
+class HeteroDatasetBase(_DatasetBase):
     """What every typed-graph source shares: reverse relations on request, and structural
     features for the node types that have none (``gnntrain/data/features.py``)."""
 
@@ -279,7 +280,7 @@ class _HeteroDatasetBase(_DatasetBase):
     fallback_dim: int = _fallback_dim()
 
 
-class HeteroDirDataset(_HeteroDatasetBase):
+class HeteroDirDataset(HeteroDatasetBase):
     """A directory with one edge file per relation named by type letters (``pa.txt`` =
     paper -> author), ``<letter>_feat.npz`` features, target labels and split files
     (HeCo / HGCMA layout; ``gnntrain/data/hetero_dir.py``). The mapping below says which
@@ -317,7 +318,7 @@ class HeteroDirDataset(_HeteroDatasetBase):
         return self
 
 
-class OgbMagDataset(_HeteroDatasetBase):
+class OgbMagDataset(HeteroDatasetBase):
     """OGB-MAG's typed layout: ``raw/relations/<src>___<rel>___<dst>/edge.csv.gz``,
     ``raw/node-feat/<type>/``, ``raw/node-label/<type>/``, ``raw/num-node-dict.csv.gz``,
     ``split/<name>/<type>/`` (``gnntrain/data/hetero_ogb.py``)."""
@@ -365,14 +366,82 @@ class SyntheticHeteroConfig(Frozen):
                    fields=max(papers * 3 // 40, 1), **fields)
 
 
-class SyntheticHeteroDataset(_HeteroDatasetBase):
+class SyntheticHeteroDataset(HeteroDatasetBase):
     """The typed generator, with its settings under ``synthetic_hetero``."""
 
     source: Literal["synthetic_hetero"] = "synthetic_hetero"
     synthetic_hetero: SyntheticHeteroConfig = Field(default_factory=SyntheticHeteroConfig)
 
 
-HETERO_SOURCES = ("hetero_dir", "ogb_mag", "synthetic_hetero")
+class HeteroParquetDataset(HeteroDatasetBase):
+    """A typed graph as Parquet tables (``gnntrain/data/hetero_parquet.py``): one edge table per
+    relation and a node table per node type that has rows to give (ids, features, and on the
+    target type labels and masks), each one file or a directory of files, local or on object
+    storage; the columns are named as in ``source: parquet``. DGL's chunked graph format and
+    GraphStorm keep typed graphs the same way, a file set per node type and per relation."""
+
+    source: Literal["hetero_parquet"] = "hetero_parquet"
+    target: str = Field(description="the labelled node type: its node table gives label and masks")
+    nodes: dict[str, ParquetNodes] = Field(
+        description="node type -> its node table (ids type-local, 0..N_t-1); a type without a table "
+                    "is featureless and takes its count from counts, else its edges")
+    edges: dict[str, ParquetEdges] = Field(
+        description="relation 'src_type:relation:dst_type' -> its edge table, src ids of src_type and "
+                    "dst ids of dst_type (type-local)")
+    counts: dict[str, int] = Field(default_factory=dict, description="node type -> node count, for "
+                                   "types without a node table; default their largest edge id + 1")
+    num_classes: int | None = Field(None, ge=1, description="labels must lie in [0, num_classes); "
+                                    "default the labels present (remapped to 0..C-1 when they have gaps)")
+    dedup: bool = Field(True, description="drop repeated edges of a relation")
+    train_frac: float = Field(0.6, gt=0.0, lt=1.0, description="random split of the labelled target "
+                              "nodes when the target table has no masks")
+    val_frac: float = Field(0.2, ge=0.0, lt=1.0)
+    split_seed: int = 0
+    storage_options: dict[str, Any] = Field(default_factory=dict, description=_STORAGE_OPTIONS_DOC)
+
+    @model_validator(mode="after")
+    def _types_and_tables(self) -> HeteroParquetDataset:
+        if not self.edges:
+            raise ValueError("edges: give at least one relation table, e.g. "
+                             "{'author:writes:paper': {path: ...}}")
+        for key, table in self.edges.items():
+            parts = key.split(":")
+            if len(parts) != 3 or not all(parts):
+                raise ValueError(f"edges: key {key!r} must name a relation as "
+                                 "'src_type:relation:dst_type', e.g. 'author:writes:paper'")
+            if table.edge_type is not None:
+                raise ValueError(f"edges.{key}.edge_type={table.edge_type!r}: each relation has its own "
+                                 "table here (the key names it); drop edge_type")
+        named = list(dict.fromkeys([*self.nodes, *(t for key in self.edges for t in key.split(":")[::2])]))
+        if self.target not in self.nodes:
+            raise ValueError(f"target={self.target!r}: the target type needs a node table with its "
+                             f"labels (nodes.{self.target}); node tables given: {sorted(self.nodes)}")
+        if self.nodes[self.target].label is None:
+            raise ValueError(f"nodes.{self.target}.label is not set: the target type's table gives the "
+                             "labels")
+        for t, node_table in self.nodes.items():
+            if t != self.target and (node_table.label is not None or node_table.masks is not None):
+                field = "label" if node_table.label is not None else "masks"
+                raise ValueError(f"nodes.{t}.{field}: only the target type ({self.target!r}) carries "
+                                 "labels and split masks")
+        for t, n in self.counts.items():
+            if t not in named or t in self.nodes or n < 1:
+                raise ValueError(f"counts: {t!r}={n} must be >= 1 and name a type without a node table "
+                                 f"(types: {named}; with tables: {list(self.nodes)})")
+        check_fracs(self.train_frac, self.val_frac, "")
+        return self
+
+    def node_types(self) -> list[str]:
+        """The node types in order: those of ``nodes``, then of ``counts``, then the others as
+        ``edges`` first names them."""
+        seen = dict.fromkeys(self.nodes) | dict.fromkeys(self.counts)
+        for key in self.edges:
+            s, _, d = key.split(":")
+            seen |= dict.fromkeys((s, d))
+        return list(seen)
+
+
+HETERO_SOURCES = ("hetero_dir", "hetero_parquet", "ogb_mag", "synthetic_hetero")
 """Sources that load a typed graph (:func:`gnntrain.data.hetero.load_hetero`)."""
 
 
@@ -424,8 +493,8 @@ class ChunksDataset(_DatasetBase):
 
 DatasetConfig = Annotated[
     PlanetoidDataset | NpzDataset | HeterophilousDataset | OgbDataset | CsvDataset | OgblDataset
-    | LightGcnDataset | ParquetDataset | SyntheticDataset | ChunksDataset | HeteroDirDataset | OgbMagDataset
-    | SyntheticHeteroDataset,
+    | LightGcnDataset | ParquetDataset | SyntheticDataset | ChunksDataset | HeteroDirDataset
+    | HeteroParquetDataset | OgbMagDataset | SyntheticHeteroDataset,
     Field(discriminator="source")]
 """Where the graph comes from and how it is cleaned at load time: one model per
 ``source``, each with only its own fields (a key of another source is refused with its

@@ -2,7 +2,8 @@
 both ways, DGL heterographs both ways (optional: dgl is imported only when called).
 
 ``load_hetero(cfg)`` reads what a typed ``DatasetConfig`` names (``hetero_dir``: the
-HeCo/HGCMA directory layout, :mod:`gnntrain.data.hetero_dir`; ``ogb_mag``: OGB-MAG's
+HeCo/HGCMA directory layout, :mod:`gnntrain.data.hetero_dir`; ``hetero_parquet``: a Parquet
+table per node type and relation, :mod:`gnntrain.data.hetero_parquet`; ``ogb_mag``: OGB-MAG's
 layout, :mod:`gnntrain.data.hetero_ogb`; ``synthetic_hetero``: the MAG-shaped generator,
 :mod:`gnntrain.data.hetero_synthetic`) into a validated
 :class:`~partition.hetero_graph.HeteroGraph`; :func:`to_training_graph` turns it into
@@ -21,8 +22,11 @@ from typing import Any
 import numpy as np
 
 from gnntrain.config import (
+    HETERO_SOURCES,
     DatasetConfig,
+    HeteroDatasetBase,
     HeteroDirDataset,
+    HeteroParquetDataset,
     OgbMagDataset,
     SyntheticHeteroDataset,
 )
@@ -76,7 +80,7 @@ def load_hetero(cfg: DatasetConfig) -> HeteroGraph:
     """Load the typed graph ``cfg`` describes, with ``feature_fallback`` features on its
     featureless types; raise :class:`DataError` naming what is wrong."""
     graph = _load_source(cfg)
-    assert isinstance(cfg, HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset)  # else refused
+    assert isinstance(cfg, HeteroDatasetBase)  # else refused
     if cfg.feature_fallback == "none":
         return graph
     from gnntrain.data.features import typed_fallback_features
@@ -91,6 +95,10 @@ def _load_source(cfg: DatasetConfig) -> HeteroGraph:
             from gnntrain.data.paths import resolve_path
 
             return load_hetero_dir(resolve_path(cfg.path), cfg)
+        if isinstance(cfg, HeteroParquetDataset):
+            from gnntrain.data.hetero_parquet import load_hetero_parquet
+
+            return load_hetero_parquet(cfg)
         if isinstance(cfg, OgbMagDataset):
             from gnntrain.data.hetero_ogb import load_ogb_mag
             from gnntrain.data.paths import resolve_path
@@ -104,8 +112,8 @@ def _load_source(cfg: DatasetConfig) -> HeteroGraph:
     except (DataError, GraphError) as e:
         raise DataError(f"dataset {cfg.name!r} (source={cfg.source}): {e}") from None
     raise DataError(f"dataset {cfg.name!r}: source={cfg.source!r} is a homogeneous source; "
-                    "load it with gnntrain.data.load_dataset (typed sources: hetero_dir, ogb_mag, "
-                    "synthetic_hetero)")
+                    "load it with gnntrain.data.load_dataset (typed sources: "
+                    f"{', '.join(HETERO_SOURCES)})")
 
 
 # ---- PyG ---------------------------------------------------------------------------------

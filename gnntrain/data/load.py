@@ -16,17 +16,15 @@ from gnntrain.config import (
     ChunksDataset,
     CsvDataset,
     DatasetConfig,
-    HeteroDirDataset,
+    HeteroDatasetBase,
     HeterophilousDataset,
     LightGcnDataset,
     LoadedDataset,
     NpzDataset,
     OgbDataset,
     OgblDataset,
-    OgbMagDataset,
     ParquetDataset,
     PlanetoidDataset,
-    SyntheticHeteroDataset,
 )
 from gnntrain.data.build import BuildOptions, RawGraph, build_graph
 from gnntrain.data.errors import DataError
@@ -58,7 +56,7 @@ def open_chunk_dataset(cfg: ChunksDataset) -> ChunkedGraph:
 
 def load_dataset(cfg: DatasetConfig) -> Graph:
     """Load the graph ``cfg`` describes; raise :class:`DataError` naming what is wrong."""
-    if isinstance(cfg, HeteroDirDataset | OgbMagDataset | SyntheticHeteroDataset):
+    if isinstance(cfg, HeteroDatasetBase):
         from gnntrain.data.hetero import load_hetero, to_training_graph
 
         return to_training_graph(load_hetero(cfg))

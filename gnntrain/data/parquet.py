@@ -200,7 +200,7 @@ def _feature_list(col: pa.ChunkedArray, where: str) -> np.ndarray:
 # ---- the two tables ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Nodes:
+class NodeRows:
     """The node table's arrays, in node id order."""
 
     num_nodes: int
@@ -224,12 +224,13 @@ def node_columns(cfg: ParquetNodes) -> dict[str, tuple[str, _Kind]]:
     return cols
 
 
-def _read_nodes(table: ParquetTable, cfg: ParquetNodes) -> _Nodes:
+def read_nodes(table: ParquetTable, cfg: ParquetNodes) -> NodeRows:
     """Read the node table's columns (already checked) and put the rows in id order."""
     names = list(dict.fromkeys(c for c, _ in node_columns(cfg).values()))
     data = pa.concat_tables([table.read(f, names) for f in table.fragments])
     where = table.where
-    n = data.num_rows
+    # a table read for no column (a count alone) has no rows to concatenate: count them
+    n = data.num_rows if names else sum(f.count_rows() for f in table.fragments)
     order = _id_order(data.column(cfg.id), f"{where} column {cfg.id!r}") if cfg.id else None
 
     def rows(a: np.ndarray) -> np.ndarray:
@@ -238,7 +239,7 @@ def _read_nodes(table: ParquetTable, cfg: ParquetNodes) -> _Nodes:
     x = None if cfg.features is None else rows(feature_matrix(data, cfg, where))
     y = None if cfg.label is None else rows(label_column(data.column(cfg.label)))
     masks = {s: rows(mask_column(data.column(c))) for s, c in zip(("train", "val", "test"), cfg.masks or (), strict=False)}
-    return _Nodes(num_nodes=n, x=x, y=y, masks=masks)
+    return NodeRows(num_nodes=n, x=x, y=y, masks=masks)
 
 
 def feature_matrix(data: pa.Table, cfg: ParquetNodes, where: str) -> np.ndarray:
@@ -287,12 +288,18 @@ def edge_columns(cfg: ParquetEdges) -> dict[str, tuple[str, _Kind]]:
     return cols
 
 
-def _read_edges(table: ParquetTable, cfg: ParquetEdges,
-                num_nodes: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Source and destination ids of every file, in file order; with ``num_nodes`` known,
-    each file's ids are checked against it, so an error names the file and the row."""
-    srcs: list[np.ndarray] = []
-    dsts: list[np.ndarray] = []
+def read_edges(table: ParquetTable, cfg: ParquetEdges, num_nodes: int | None, *,
+               typed: tuple[tuple[str, int | None], tuple[str, int | None]] | None = None,
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Source and destination ids of every file, in file order. With the node count known
+    (``num_nodes``; for a relation between node types ``typed`` gives each end's type and
+    count instead), each file's ids are checked against it, so an error names the file and
+    the row."""
+    if typed is None:
+        bounds = {key: (f"[0, num_nodes={num_nodes})", num_nodes) for key in ("src", "dst")}
+    else:
+        bounds = {key: (f"[0, {n}) of node type {t!r}", n) for key, (t, n) in zip(("src", "dst"), typed, strict=True)}
+    ids_of: dict[str, list[np.ndarray]] = {"src": [], "dst": []}
     for frag in table.fragments:
         data = table.read(frag, [cfg.src, cfg.dst])
         for key, col in (("src", cfg.src), ("dst", cfg.dst)):
@@ -301,14 +308,15 @@ def _read_edges(table: ParquetTable, cfg: ParquetEdges,
                 raise DataError(f"{table.field}: {frag.path} column {col!r} has {a.null_count} null "
                                 f"ids; every edge needs both ends ({table.field}.{key})")
             ids = column_array(a)
-            (srcs if key == "src" else dsts).append(ids)
-            if num_nodes is not None and ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
-                row = int(np.flatnonzero((ids < 0) | (ids >= num_nodes))[0])
+            ids_of[key].append(ids)
+            label, bound = bounds[key]
+            if bound is not None and ids.size and (ids.min() < 0 or ids.max() >= bound):
+                row = int(np.flatnonzero((ids < 0) | (ids >= bound))[0])
                 raise DataError(f"{table.field}: {frag.path} column {col!r} holds node id "
-                                f"{int(ids[row])} (row {row} of that file), outside [0, "
-                                f"num_nodes={num_nodes}); ids must be 0-based, below the node "
-                                "table's row count (or dataset.num_nodes)")
-    return _concat(srcs), _concat(dsts)
+                                f"{int(ids[row])} (row {row} of that file), outside {label}; "
+                                "ids must be 0-based, below the node table's row count (or the "
+                                "configured node count)")
+    return _concat(ids_of["src"]), _concat(ids_of["dst"])
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
@@ -335,15 +343,15 @@ def load_parquet(cfg: ParquetDataset) -> RawGraph:
     where = {"source": edges.where,
              "edges": f"{edges.where} columns {cfg.edges.src!r} -> {cfg.edges.dst!r}"}
     if node_table is None or node_cfg is None:
-        src, dst = _read_edges(edges, cfg.edges, cfg.num_nodes)
+        src, dst = read_edges(edges, cfg.edges, cfg.num_nodes)
         return RawGraph(name=cfg.name, num_nodes=_count_from_edges(cfg, src, dst), src=src,
                         dst=dst, where=where)
-    nodes = _read_nodes(node_table, node_cfg)
+    nodes = read_nodes(node_table, node_cfg)
     if cfg.num_nodes is not None and cfg.num_nodes != nodes.num_nodes:
         raise DataError(f"dataset.num_nodes={cfg.num_nodes} but the node table {node_table.where} has "
                         f"{nodes.num_nodes} rows; drop num_nodes or give one row per node")
     n = nodes.num_nodes
-    src, dst = _read_edges(edges, cfg.edges, n)
+    src, dst = read_edges(edges, cfg.edges, n)
     where |= {"x": f"{node_table.where} column(s) {node_cfg.features!r}",
               "y": f"{node_table.where} column {node_cfg.label!r}",
               "splits": f"{node_table.where} columns {node_cfg.masks!r}"}

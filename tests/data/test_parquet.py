@@ -93,6 +93,11 @@ def test_edges_only_counts_nodes_from_ids_and_splits_at_random(tmp_path: Path) -
                        r"num_nodes=4\)"):
         load_dataset(dataset(source="parquet", num_nodes=4,
                              edges={"path": str(path), "src": "a", "dst": "b"}))
+    # a node table named for its row count alone: isolated nodes past the largest edge id
+    pq.write_table(pa.table({"anything": np.zeros(7)}), tmp_path / "n.parquet")
+    g = load_dataset(dataset(source="parquet", edges={"path": str(path), "src": "a", "dst": "b"},
+                             nodes={"path": str(tmp_path / "n.parquet")}))
+    assert g.num_nodes == 7 and g.num_edges == 8
 
 
 _EDGES = {"src": [0, 1, 2], "dst": [1, 2, 3]}

@@ -19,6 +19,10 @@ fanouts [10, 10] per relation: ours over the graph trained as one (a relation id
 ``sampler.fanouts`` as a per-relation mapping) against DGL's ``NeighborSampler`` on the same
 edges as a DGL heterograph (an int fanout there is per edge type), in the same run.
 
+Row ``torch-cpu`` (``torch-cuda`` on a GPU machine): the same sampler over
+:class:`~samplers.device.TorchCSRSource` (``sampler.backend: torch``), one thread, after a
+check that its first batches equal the numba kernels' block for block.
+
 Before timing, the first batches are checked against the sampler's contract (exit status 1
 when a check fails, ``bench.harness.verdict``): every sampled edge is an edge of the graph, each
 node gets min(in-degree, fanout) distinct neighbours, ``input_nodes`` start with the
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from bench.harness import peer
 from bench.harness.cli import bench_parser
@@ -47,6 +52,7 @@ from bench.harness.verdict import Check, check, finish
 from gnntrain.config import SyntheticConfig
 from gnntrain.data.synthetic import generate
 from samplers import CSRSource, NeighborSampler, SampledBatch
+from samplers.device import TorchCSRSource
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024
@@ -144,6 +150,22 @@ def verify(sampler: NeighborSampler, indptr: np.ndarray, indices: np.ndarray, se
     return out
 
 
+def torch_device() -> str:
+    """Where ``sampler.backend: torch`` draws in this run: the GPU when there is one."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _same_batches(numba: NeighborSampler, on_device: NeighborSampler, seeds: np.ndarray, label: str,
+                  what: str) -> Check:
+    """The torch draw's first batches equal the numba kernels', block for block."""
+    same = all(
+        np.array_equal(a.input_nodes, b.input_nodes)
+        and all(torch.equal(x.edge_index, y.edge_index) for x, y in zip(a.blocks, b.blocks, strict=True))
+        for a, b in ((numba.sample(seeds[i * BATCH:(i + 1) * BATCH], key=i),
+                      on_device.sample(seeds[i * BATCH:(i + 1) * BATCH], key=i)) for i in range(CHECK_BATCHES)))
+    return check(f"{label}: {what} samples the numba kernels' batches", same, f"{CHECK_BATCHES} batches")
+
+
 def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
                threads: int, repeats: int, clock: Clock = time.perf_counter) -> dict[str, float]:
     use = seeds[:n_batches * BATCH]
@@ -223,6 +245,11 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
     for t in sorted({1, threads}):
         rows.append({"graph": label, "impl": "ours", "threads": t,
                      **_time_ours(sampler, seeds, n_batches, t, repeats, clock)})
+    device = torch_device()
+    on_device = NeighborSampler(TorchCSRSource(g.indptr, g.indices, device=device), FANOUTS)
+    checks.append(_same_batches(sampler, on_device, seeds, label, f"torch on {device}"))
+    rows.append({"graph": label, "impl": f"torch-{device}", "threads": 1,
+                 **_time_ours(on_device, seeds, n_batches, 1, repeats, clock)})
     rows.append({"graph": label, "impl": "numpy", "threads": 1,
                  **_time_numpy(g.indptr, g.indices, seeds, min(np_batches, n_batches), clock)})
     if dgl_python:
@@ -358,10 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     _ratios(rows)
     print(f"\nfanouts {FANOUTS} (typed: {TYPED_FANOUTS} per relation), batch {BATCH}, uniform "
           f"without replacement; DGL: {'ran' if dgl_python else 'not run (set GNNTRAIN_DGL_PYTHON)'}")
-    print(f"{'graph':<9} {'impl':<6} {'thr':>3} {'seeds/s':>10} {'edges/s':>12} {'ratio':>7}  baseline")
+    print(f"{'graph':<9} {'impl':<9} {'thr':>3} {'seeds/s':>10} {'edges/s':>12} {'ratio':>7}  baseline")
     for r in rows:
         ratio = f"{r['ratio']:>6.2f}x" if r["ratio"] is not None else f"{'-':>7}"
-        print(f"{r['graph']:<9} {r['impl']:<6} {r['threads']:>3} {r['seeds_per_s']:>10,.0f} "
+        print(f"{r['graph']:<9} {r['impl']:<9} {r['threads']:>3} {r['seeds_per_s']:>10,.0f} "
               f"{r['edges_per_s']:>12,.0f} {ratio}  {r['baseline']}")
     result: dict[str, Any] = {"fanouts": FANOUTS, "batch_size": BATCH, "rows": rows,
                               "python": sys.version.split()[0]}

@@ -1,6 +1,7 @@
 """Fast neighbour sampling, mini-batch blocks and remote-feature caches.
 
-Data path: a :class:`GraphSource` (``CSRSource`` over a whole graph or one partition)
+Data path: a :class:`GraphSource` (``CSRSource`` over a whole graph or one partition;
+``TorchCSRSource``: the same draws in torch ops on a device)
 -> :class:`NeighborSampler` -> :class:`SampledBatch` (structure) -> :func:`prepare`
 -> :class:`PreparedBatch` (features + labels); a link task's negatives come from a
 :class:`NegativeSampler` configured by :class:`NegativeSampling`. Imports ``partition`` (the canonical
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         presample_ids,
         resolve_capacity,
     )
+    from samplers.device import TorchCSRSource
     from samplers.local import CSRSource
     from samplers.negative import NegativeSampler, NegativeSampling
     from samplers.neighbor import NeighborSampler
@@ -42,8 +44,8 @@ __all__ = [
     "FIFOCache", "FeatureCache", "GraphSource", "LRUCache", "NegativeSampler", "NegativeSampling",
     "NeighborSampler", "Neighbors",
     "PreparedBatch", "PygAdj", "SampledBatch", "SamplerConfig", "SamplerError", "StaticCache",
-    "build_cache", "count_accesses", "degree_cache_ids", "oracle_hit_rate", "out_degrees", "presample_ids",
-    "prepare", "resolve_capacity", "to_pyg",
+    "TorchCSRSource", "build_cache", "count_accesses", "degree_cache_ids", "oracle_hit_rate", "out_degrees",
+    "presample_ids", "prepare", "resolve_capacity", "to_pyg",
 ]
 
 _LAZY = {
@@ -54,6 +56,7 @@ _LAZY = {
                      "oracle_hit_rate", "out_degrees", "presample_ids", "resolve_capacity"),
                     "samplers.cache"),
     "CSRSource": "samplers.local",
+    "TorchCSRSource": "samplers.device",
     "NeighborSampler": "samplers.neighbor",
     "NegativeSampler": "samplers.negative",
     "NegativeSampling": "samplers.negative",

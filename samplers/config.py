@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 T = TypeVar("T")
 
@@ -85,6 +85,10 @@ class SamplerConfig(BaseModel):
     replace: bool = Field(False, description="draw neighbours with replacement")
     weighted: bool = Field(False, description="draw neighbours by edge weight (training runs carry "
                            "no edge weights and refuse it)")
+    backend: Literal["numba", "torch"] = Field(
+        "numba", description="how a worker draws its own rows' neighbours: numba kernels on the host, "
+        "or torch ops on the training device (train.device; a GPU when it is cuda): the same "
+        "neighbours either way (samplers/device.py); weighted sampling is numba only")
     shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")
     seed_order: Literal["random", "locality"] = Field(
@@ -112,6 +116,13 @@ class SamplerConfig(BaseModel):
             elif f == 0 or f < -1:
                 raise ValueError(f"fanouts[{i}]={f}: each fanout must be >= 1, or -1 for all neighbours")
         return v
+
+    @model_validator(mode="after")
+    def _weighted_on_numba(self) -> SamplerConfig:
+        if self.weighted and self.backend == "torch":
+            raise ValueError("backend='torch' with weighted=true: weighted sampling has no torch draw; "
+                             "use backend: numba")
+        return self
 
     @field_validator("batch_size")
     @classmethod

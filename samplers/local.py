@@ -52,7 +52,7 @@ _NO_DEGREES = np.zeros(0, dtype=np.int64)  # what the uniform kernel is given fo
 
 
 @dataclass(frozen=True)
-class _RowWeights:
+class RowWeights:
     """Edge weights over one CSR, with what the weighted kernel reads: the inclusive
     cumulative weight within each row and each row's count of positive weights."""
 
@@ -61,7 +61,7 @@ class _RowWeights:
     pos_deg: np.ndarray
 
     @classmethod
-    def of(cls, indptr: np.ndarray, weight: np.ndarray) -> _RowWeights:
+    def of(cls, indptr: np.ndarray, weight: np.ndarray) -> RowWeights:
         cumw, pos_deg = K.row_cumsum(indptr, weight)
         return cls(weight, cumw, pos_deg)
 
@@ -73,7 +73,7 @@ class _RelationRows:
 
     positions: np.ndarray
     indptr: np.ndarray
-    weights: _RowWeights | None
+    weights: RowWeights | None
 
 
 class CSRSource(GraphSource):
@@ -115,7 +115,7 @@ class CSRSource(GraphSource):
             raise SamplerError(f"indices: neighbour id {bad} is outside [0, num_nodes={total})")
         self.indptr, self.indices = indptr, indices
         self.edge_weight: np.ndarray | None = None
-        self._weights: _RowWeights | None = None
+        self._weights: RowWeights | None = None
         if edge_weight is not None:
             w = np.ascontiguousarray(edge_weight, dtype=np.float64)
             if w.shape != indices.shape:
@@ -124,7 +124,7 @@ class CSRSource(GraphSource):
             if not np.all(np.isfinite(w)) or (w.size and w.min() < 0):
                 raise SamplerError("edge_weight: weights must be finite and >= 0")
             self.edge_weight = w
-            self._weights = _RowWeights.of(indptr, w)
+            self._weights = RowWeights.of(indptr, w)
             self.weighted = True
         self.edge_rel: np.ndarray | None = None
         self.num_relations = 0
@@ -165,13 +165,15 @@ class CSRSource(GraphSource):
                          rels=np.asarray(self.edge_rel[pos.nbrs], dtype=np.int64))
 
     def _draw(self, indptr: np.ndarray, values: np.ndarray, seeds: np.ndarray, fanout: int,
-              replace: bool, key: int, weights: _RowWeights | None) -> Neighbors:
+              replace: bool, key: int, weights: RowWeights | None) -> Neighbors:
         """The uniform kernel over one CSR whose entries are ``values``, or the weighted one
         when ``weights`` (aligned with ``values``) are given."""
         off = np.int64(self.row_offset)
         pos_deg = weights.pos_deg if weights is not None else _NO_DEGREES
+        # viewed with numpy's own int64 dtype: numba's array carries a dtype object of its own,
+        # which Ray pickles again beside the neighbours' (34 bytes more per reply)
         counts = K.sample_counts(indptr, pos_deg, seeds, off, np.int64(fanout),
-                                 bool(replace), weights is not None)
+                                 bool(replace), weights is not None).view(np.int64)
         offsets = np.zeros(seeds.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         out = np.empty(int(offsets[-1]), dtype=np.int64)
@@ -205,7 +207,7 @@ class CSRSource(GraphSource):
                 ptr = np.zeros(self.n_rows + 1, dtype=np.int64)
                 np.cumsum(np.bincount(row[pos], minlength=self.n_rows), out=ptr[1:])
                 weights = (None if self.edge_weight is None else
-                           _RowWeights.of(ptr, np.ascontiguousarray(self.edge_weight[pos])))
+                           RowWeights.of(ptr, np.ascontiguousarray(self.edge_weight[pos])))
                 built.append(_RelationRows(pos, ptr, weights))
             self._by_rel = built  # one assignment: safe when sampler threads race here
         return self._by_rel

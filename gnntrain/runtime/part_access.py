@@ -29,6 +29,7 @@ from gnntrain.tasks import SeedBatch, Task
 from samplers import CSRSource, NeighborSampler, build_cache, count_accesses
 from samplers.cache import TypedFeatureCache
 from samplers.config import resolve_fanouts
+from samplers.device import TorchCSRSource
 
 if TYPE_CHECKING:
     from partition import Part, PartitionBook
@@ -65,6 +66,8 @@ class PartAccess:
         self.local = CSRSource(part.indptr, part.indices, row_offset=self.start,
                                num_nodes=self.num_nodes, edge_rel=part.edge_rel,
                                num_relations=len(part.edge_types))
+        if cfg.sampler.backend == "torch":  # the same draws in torch ops on the training device
+            self.local = TorchCSRSource.of(self.local, device)
         self.source = DistGraphSource(self.local, self.policy)
         dtypes = type_dtypes(cfg.train.feature_dtype, part.node_type_names)
         self.reader = DistFeatureReader(part.x, self.policy, degrees,

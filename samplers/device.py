@@ -1,0 +1,160 @@
+"""``TorchCSRSource``: the neighbour draw of :class:`~samplers.CSRSource` in torch ops, on
+the CSR's device (a GPU, or the CPU).
+
+The numba kernels (:mod:`samplers._kernels`) give node ``v`` under key ``k`` the splitmix64
+stream seeded by ``mix(k ^ mix(v + golden))``, advanced by ``golden`` before each draw (a
+Weyl sequence), so draw ``s`` of ``v`` is a closed form of ``(k, v, s)``. This module
+computes the same numbers with 64-bit integer tensors (two's-complement wrap-around for
+the unsigned arithmetic, a masked shift for the logical one) for every seed at once:
+
+* ``fanout = -1``, or a seed with no more neighbours than the fanout (without
+  replacement): its whole row, in CSR order;
+* with replacement: draw ``s`` picks row position ``floor(u_s * deg)``;
+* without: Robert Floyd's ``c``-subset, one step for all seeds at a time (step ``s``
+  draws ``t`` in ``[0, deg - c + s]`` and keeps it unless an earlier step picked it, else
+  keeps ``deg - c + s``); the numba kernel runs the same algorithm with a scan or a hash
+  set, which picks the same positions, so the result is the same for any fanout.
+
+The answer is therefore the numba kernel's, neighbour for neighbour and in the same order
+(``tests/samplers/test_device.py`` checks it on CPU tensors, block for block through
+:class:`~samplers.NeighborSampler`, untyped and typed, with and without excluded edges;
+a training run with ``sampler.backend: torch`` ends bit for bit where ``numba`` does).
+Relabelling into blocks stays in the numba sampler on the host; weighted sampling has no
+torch draw and is refused. Floyd's steps cost ``O(fanout)`` each per seed, so a hop costs
+``O(seeds x fanout^2)`` element operations (the numba kernel: ``O(seeds x fanout)`` with
+its hash set above 32).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from samplers.base import Neighbors, SamplerError
+from samplers.local import CSRSource, RowWeights
+
+__all__ = ["TorchCSRSource", "draw_uniform"]
+
+
+def _signed(u: int) -> int:
+    """A 64-bit unsigned constant as the int64 with the same bits."""
+    return u - (1 << 64) if u >= 1 << 63 else u
+
+
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_M1 = _signed(0xBF58476D1CE4E5B9)
+_M2 = _signed(0x94D049BB133111EB)
+_INV53 = 1.0 / 9007199254740992.0  # 2**-53
+
+
+def _lsr(z: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bits (``>>`` on int64 tensors is arithmetic)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def _mix64(z: torch.Tensor) -> torch.Tensor:
+    z = (z ^ _lsr(z, 30)) * _M1
+    z = (z ^ _lsr(z, 27)) * _M2
+    return z ^ _lsr(z, 31)
+
+
+def _node_state(key: int, v: torch.Tensor) -> torch.Tensor:
+    return _mix64(_mix64(v + _GOLDEN) ^ _signed(key & ((1 << 64) - 1)))
+
+
+def _below(state: torch.Tensor, step: torch.Tensor | int, n: torch.Tensor) -> torch.Tensor:
+    """Draw ``step`` (0-based) of the streams ``state``: an integer uniform in ``[0, n)``."""
+    # the stream advances by golden before each draw: (step + 1) * golden, modulo 2**64
+    advance = (step + 1) * _GOLDEN if isinstance(step, torch.Tensor) else _signed((step + 1) * _GOLDEN % (1 << 64))
+    u = _lsr(_mix64(state + advance), 11).to(torch.float64) * _INV53
+    return torch.minimum((u * n.to(torch.float64)).to(torch.int64), n - 1)
+
+
+def draw_uniform(indptr: torch.Tensor, values: torch.Tensor, seeds: torch.Tensor, row_offset: int,
+                 fanout: int, replace: bool, key: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(counts, out)``: the entries of ``values`` (a CSR's ``indices``, or edge positions)
+    drawn for each seed, grouped by seed, as :func:`samplers._kernels.sample_uniform` draws
+    them. Every tensor on one device; ``seeds`` int64 global ids of rows
+    ``seeds - row_offset``."""
+    rows = seeds - row_offset
+    start = indptr[rows]
+    deg = indptr[rows + 1] - start
+    if fanout < 0:
+        counts = deg
+    elif replace:
+        counts = torch.where(deg > 0, fanout, 0)
+    else:
+        counts = torch.clamp(deg, max=fanout)
+    n_seeds = int(seeds.shape[0])
+    offsets = torch.zeros(n_seeds + 1, dtype=torch.int64, device=seeds.device)
+    torch.cumsum(counts, 0, out=offsets[1:])
+    seg = torch.repeat_interleave(torch.arange(n_seeds, device=seeds.device), counts)
+    slot = torch.arange(seg.shape[0], device=seeds.device) - offsets[seg]  # place in the seed's group
+    pos = start[seg] + slot  # the whole row, in order: fanout -1, or no more edges than the fanout
+    if fanout >= 0:
+        state = _node_state(key, seeds)
+        if replace:
+            pos = start[seg] + _below(state[seg], slot, deg[seg])
+        else:
+            drawn = torch.nonzero(counts < deg).flatten()  # the seeds Floyd samples a subset of
+            if drawn.numel():
+                picks = _floyd(state[drawn], deg[drawn], fanout)
+                mine = (counts < deg)[seg]
+                pos[mine] = start[seg[mine]] + picks.reshape(-1)
+    return counts, values[pos]
+
+
+def _floyd(state: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
+    """``[S, k]`` row positions: Floyd's uniform ``k``-subset of ``[0, deg)`` per stream, in
+    the order the steps pick them (every ``deg > k``)."""
+    picks = torch.empty((state.shape[0], k), dtype=torch.int64, device=state.device)
+    for s in range(k):
+        j = deg - k + s
+        t = _below(state, s, j + 1)
+        taken = (picks[:, :s] == t[:, None]).any(dim=1)
+        picks[:, s] = torch.where(taken, j, t)
+    return picks
+
+
+class TorchCSRSource(CSRSource):
+    """A :class:`~samplers.CSRSource` whose draws run in torch ops on ``device`` (the
+    CSR's arrays are copied there once, on first use): the same neighbours, in the same
+    order, for every fanout, typed or not. Answers are numpy arrays, as the protocol says."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, *, device: torch.device | str = "cpu",
+                 row_offset: int = 0, num_nodes: int | None = None, edge_rel: np.ndarray | None = None,
+                 num_relations: int = 0) -> None:
+        super().__init__(indptr, indices, row_offset=row_offset, num_nodes=num_nodes, edge_rel=edge_rel,
+                         num_relations=num_relations)
+        self.device = torch.device(device)
+        self._on_device: dict[int, tuple[np.ndarray, torch.Tensor]] = {}
+
+    @classmethod
+    def of(cls, source: CSRSource, device: torch.device | str) -> TorchCSRSource:
+        """The same rows as ``source`` (an unweighted :class:`~samplers.CSRSource`), drawn on ``device``."""
+        if source.weighted:
+            raise SamplerError("a weighted source: weighted sampling has no torch draw; use the numba "
+                               "source (samplers.CSRSource)")
+        return cls(source.indptr, source.indices, device=device, row_offset=source.row_offset,
+                   num_nodes=source.num_nodes, edge_rel=source.edge_rel, num_relations=source.num_relations)
+
+    def _tensor(self, arr: np.ndarray) -> torch.Tensor:
+        """``arr`` on the device, copied once (the arrays drawn from live as long as the source)."""
+        got = self._on_device.get(id(arr))
+        if got is None or got[0] is not arr:
+            with warnings.catch_warnings():  # a part's memory-mapped CSR is read-only; so are the draws
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.int64)).to(self.device)
+            got = (arr, tensor)
+            self._on_device[id(arr)] = got
+        return got[1]
+
+    def _draw(self, indptr: np.ndarray, values: np.ndarray, seeds: np.ndarray, fanout: int,
+              replace: bool, key: int, weights: RowWeights | None) -> Neighbors:
+        assert weights is None  # refused when the source is built
+        counts, out = draw_uniform(self._tensor(indptr), self._tensor(values),
+                                   torch.from_numpy(np.ascontiguousarray(seeds)).to(self.device),
+                                   self.row_offset, fanout, replace, key)
+        return Neighbors(counts=counts.cpu().numpy(), nbrs=out.cpu().numpy())

@@ -1,0 +1,145 @@
+"""``sampler.backend: torch`` (:mod:`samplers.device`): the numba kernels' draw in torch ops,
+here on CPU tensors (the same ops run on a GPU). Equal neighbour for neighbour, in the same
+order, to :class:`~samplers.CSRSource` for every kind of draw; equal block for block through
+the sampler, untyped and typed, with and without excluded target edges; a training run ends
+bit for bit where the numba run does, one process and two workers."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnntrain.config import SyntheticHeteroConfig
+from gnntrain.data.hetero import to_training_graph
+from gnntrain.data.hetero_synthetic import generate_hetero
+from gnntrain.runtime.coordinator import run_training
+from gnntrain.runtime.driver import fit
+from gnntrain.runtime.loopback import LoopbackGroup
+from gnntrain.tasks import NodeClassification
+from partition import build_partition_set
+from partition.graph import Graph
+from samplers import CSRSource, NeighborSampler, SamplerError
+from samplers.device import TorchCSRSource
+from tests.conftest import make_graph
+from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
+from tests.samplers.conftest import make_hub_graph
+
+KEYS = (0, 7, 2**64 - 3)  # the top bit set: unsigned keys past int64
+
+
+@pytest.fixture(scope="module")
+def hubs() -> Graph:
+    return make_hub_graph()
+
+
+@pytest.fixture(scope="module")
+def typed() -> Graph:
+    return to_training_graph(generate_hetero(SyntheticHeteroConfig(papers=300, authors=300, institutions=10,
+                                                                   fields=20, seed=1), add_reverse=True))
+
+
+def _same(a: object, b: object) -> None:
+    for name in ("counts", "nbrs", "rels"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == y.dtype and np.array_equal(x, y), f"{name} differ"
+
+
+@pytest.mark.parametrize(("fanout", "replace"), list(itertools.product([1, 5, 33, 150, -1], [False, True])))
+def test_every_draw_equals_the_numba_kernels(hubs: Graph, fanout: int, replace: bool) -> None:
+    """Fanouts below and above the kernel's small/hashed Floyd switch (32) and above most
+    degrees, with and without replacement, on the rows a part owns (a row offset)."""
+    lo, hi = 2, 450  # the hubs are the first ids
+    rows = slice(lo, hi + 1)
+    indptr = hubs.indptr[rows] - hubs.indptr[lo]
+    indices = hubs.indices[hubs.indptr[lo]:hubs.indptr[hi]]
+    ref = CSRSource(indptr, indices, row_offset=lo, num_nodes=hubs.num_nodes)
+    dev = TorchCSRSource.of(ref, "cpu")
+    seeds = np.random.default_rng(fanout + 7).permutation(np.arange(lo, hi))
+    if fanout > 0:  # the draw really samples a subset of some rows
+        assert (np.diff(indptr)[seeds - lo] > fanout).any()
+    for key in KEYS:
+        _same(dev.sample_neighbors(seeds, fanout, replace=replace, key=key),
+              ref.sample_neighbors(seeds, fanout, replace=replace, key=key))
+
+
+@pytest.mark.parametrize("fanout", [7, (3, 0, 2, -1, 1, 4, 0, 5), (40, 1, 1, 1, 1, 1, 1, 1)])
+def test_typed_draws_equal_the_numba_kernels(typed: Graph, fanout: int | tuple[int, ...]) -> None:
+    ref = CSRSource.from_graph(typed)
+    assert ref.num_relations == len(typed.edge_type_names) == 8
+    dev = TorchCSRSource.of(ref, "cpu")
+    seeds = np.random.default_rng(1).choice(typed.num_nodes, 400, replace=False)
+    for key, replace in itertools.product(KEYS, (False, True)):
+        _same(dev.sample_neighbors(seeds, fanout, replace=replace, key=key),
+              ref.sample_neighbors(seeds, fanout, replace=replace, key=key))
+
+
+@pytest.mark.parametrize("graph", ["hubs", "typed"])
+def test_blocks_equal_with_and_without_excluded_edges(graph: str, request: pytest.FixtureRequest) -> None:
+    g: Graph = request.getfixturevalue(graph)
+    fanouts = [10, 5, 3] if graph == "hubs" else [(4, 2, 2, 1, 3, 2, 1, 1), 6]
+    ref = NeighborSampler(CSRSource.from_graph(g), fanouts)
+    dev = NeighborSampler(TorchCSRSource.of(CSRSource.from_graph(g), "cpu"), fanouts)
+    rng = np.random.default_rng(2)
+    src, dst = g.edge_index()
+    for b in range(4):
+        seeds = rng.choice(g.num_nodes, 64, replace=False)
+        pick = rng.choice(src.size, 200, replace=False)
+        exclude = None if b % 2 == 0 else np.stack([np.r_[src[pick], dst[pick]], np.r_[dst[pick], src[pick]]], 1)
+        want, got = ref.sample(seeds, key=b, exclude=exclude), dev.sample(seeds, key=b, exclude=exclude)
+        assert np.array_equal(got.input_nodes, want.input_nodes)
+        assert got.num_sampled_edges == want.num_sampled_edges > 0
+        for x, y in zip(got.blocks, want.blocks, strict=True):
+            assert (x.num_src, x.num_dst) == (y.num_src, y.num_dst)
+            assert torch.equal(x.edge_index, y.edge_index) and torch.equal(x.indptr, y.indptr)
+            assert (x.edge_rel is None) == (graph == "hubs")
+            if x.edge_rel is not None:
+                assert torch.equal(x.edge_rel, y.edge_rel)
+
+
+def test_a_single_process_run_ends_as_the_numba_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    draws: list[int] = []
+    torch_draw = TorchCSRSource._draw
+    monkeypatch.setattr(TorchCSRSource, "_draw", lambda self, *a: draws.append(1) or torch_draw(self, *a))
+    g = make_graph(300, seed=5)
+    runs = []
+    for b in ("numba", "torch"):
+        runs.append(run_training(tiny_cfg(tmp_path / b, f"sampler.backend={b}"), single_process=True, graph=g,
+                                 progress=False))
+        assert bool(draws) == (b == "torch")  # the run drew with the backend it was given
+    assert_same_state(final_state(runs[1]), final_state(runs[0]))
+
+
+def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: Path) -> None:
+    """Each worker draws its own rows in torch and answers its peer's requests with them
+    (no dropout: the two workers of the in-process group share torch's random stream)."""
+    g = make_graph(400, seed=3)
+    states, comm = [], []
+    for b in ("numba", "torch"):
+        cfg = tiny_cfg(tmp_path / b, f"sampler.backend={b}", "model.dropout=0.0", workers=2)
+        pset = build_partition_set(g, cfg.partition)
+        group = LoopbackGroup(cfg, [pset.load_part(p) for p in range(2)], np.asarray(pset.global_degrees()),
+                              g.num_classes, cfg.model.arch, NodeClassification())
+        try:
+            assert all(isinstance(w.access.local, TorchCSRSource) == (b == "torch") for w in group.workers)
+            res = fit(cfg, group, None, NodeClassification(), progress=False)
+            states.append([w.model.state_dict() for w in group.workers])
+            comm.append([(r["loss"], r["comm"]["by_category"]) for r in res.epochs])
+        finally:
+            group.shutdown()
+    assert comm[1] == comm[0]
+    for got, want in zip(states[1], states[0], strict=True):
+        assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_weighted_sampling_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="backend='torch' with weighted=true: weighted sampling has no torch draw"):
+        tiny_cfg(tmp_path, "sampler.backend=torch", "sampler.weighted=true")
+    weighted = CSRSource(np.array([0, 1, 2]), np.array([1, 0]), edge_weight=np.ones(2))
+    with pytest.raises(SamplerError, match="weighted sampling has no torch draw"):
+        TorchCSRSource.of(weighted, "cpu")

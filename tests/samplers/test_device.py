@@ -29,6 +29,8 @@ from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
 from tests.samplers.conftest import make_hub_graph
 
 KEYS = (0, 7, 2**64 - 3)  # the top bit set: unsigned keys past int64
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="needs a CUDA device"))]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +52,9 @@ def _same(a: object, b: object) -> None:
             assert x.dtype == y.dtype and np.array_equal(x, y), f"{name} differ"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("fanout", "replace"), list(itertools.product([1, 5, 33, 150, -1], [False, True])))
-def test_every_draw_equals_the_numba_kernels(hubs: Graph, fanout: int, replace: bool) -> None:
+def test_every_draw_equals_the_numba_kernels(hubs: Graph, fanout: int, replace: bool, device: str) -> None:
     """Fanouts below and above the kernel's small/hashed Floyd switch (32) and above most
     degrees, with and without replacement, on the rows a part owns (a row offset)."""
     lo, hi = 2, 450  # the hubs are the first ids
@@ -59,7 +62,7 @@ def test_every_draw_equals_the_numba_kernels(hubs: Graph, fanout: int, replace: 
     indptr = hubs.indptr[rows] - hubs.indptr[lo]
     indices = hubs.indices[hubs.indptr[lo]:hubs.indptr[hi]]
     ref = CSRSource(indptr, indices, row_offset=lo, num_nodes=hubs.num_nodes)
-    dev = TorchCSRSource.of(ref, "cpu")
+    dev = TorchCSRSource.of(ref, device)
     seeds = np.random.default_rng(fanout + 7).permutation(np.arange(lo, hi))
     if fanout > 0:  # the draw really samples a subset of some rows
         assert (np.diff(indptr)[seeds - lo] > fanout).any()
@@ -68,11 +71,12 @@ def test_every_draw_equals_the_numba_kernels(hubs: Graph, fanout: int, replace: 
               ref.sample_neighbors(seeds, fanout, replace=replace, key=key))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fanout", [7, (3, 0, 2, -1, 1, 4, 0, 5), (40, 1, 1, 1, 1, 1, 1, 1)])
-def test_typed_draws_equal_the_numba_kernels(typed: Graph, fanout: int | tuple[int, ...]) -> None:
+def test_typed_draws_equal_the_numba_kernels(typed: Graph, fanout: int | tuple[int, ...], device: str) -> None:
     ref = CSRSource.from_graph(typed)
     assert ref.num_relations == len(typed.edge_type_names) == 8
-    dev = TorchCSRSource.of(ref, "cpu")
+    dev = TorchCSRSource.of(ref, device)
     seeds = np.random.default_rng(1).choice(typed.num_nodes, 400, replace=False)
     for key, replace in itertools.product(KEYS, (False, True)):
         _same(dev.sample_neighbors(seeds, fanout, replace=replace, key=key),

@@ -199,7 +199,8 @@ def metis_balanced(sym: SymmetricCSR, w: np.ndarray, cfg: PartitionConfig, allow
 
 def metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allowed: np.ndarray,
                     adjwgt: np.ndarray | None) -> np.ndarray:
-    """:func:`~partition.balance.metis_balanced` in a fresh Python process.
+    """:func:`metis_balanced` in a fresh Python process (the whole graph's METIS, or the
+    multilevel pipeline's coarse graph's).
 
     METIS draws from the C library's ``rand()``, which every thread of the process shares:
     next to Ray's threads (a Ray worker, or a driver after ``ray.init``) the same coarse graph
@@ -215,7 +216,7 @@ def metis_in_child(sym: SymmetricCSR, vw: np.ndarray, cfg: PartitionConfig, allo
         code = "import sys; from partition.balance import _metis_main; _metis_main(sys.argv[1])"
         run = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
         if run.returncode != 0:
-            raise PartitionError(f"METIS on the coarse graph failed (exit status {run.returncode}): "
+            raise PartitionError(f"METIS in its own process failed (exit status {run.returncode}): "
                                  f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
         return np.load(Path(d) / "parts.npy")
 

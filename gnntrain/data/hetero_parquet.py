@@ -19,8 +19,9 @@ typed graphs the same way); the columns are named in the config as for ``source:
 
 Ids are type-local (``0..N_t-1`` for each type, as in PyG's ``HeteroData``). A node table
 with an ``id`` column may hold its rows in any order; without one row ``i`` is node ``i``.
-Only the target type's table carries ``label`` and ``masks``; without masks its labelled
-nodes are split at random (``train_frac``, ``val_frac``, ``split_seed``). Types without a
+Only the target type's table carries ``label`` (every target node needs one: a null label
+fails naming the type) and ``masks``; without masks the target nodes are split at random
+(``train_frac``, ``val_frac``, ``split_seed``). Types without a
 node table are featureless (``feature_fallback`` builds features from the structure, or
 give the model ``node_embedding``).
 
@@ -73,9 +74,10 @@ def load_hetero_parquet(cfg: HeteroParquetDataset) -> HeteroGraph:
     sizes = {t: n if n is not None else _count_from_edges(t, edges) for t, n in counts.items()}
     target = rows[cfg.target]
     assert target.y is not None  # the config requires the target's label column
+    y = target.y  # every target node needs its label (a typed graph has no unlabelled targets)
     return HeteroGraph.from_edges(
         num_nodes=sizes, edges=edges, x={t: r.x for t, r in rows.items() if r.x is not None},
-        target=cfg.target, y=target.y, splits=_splits(cfg, target, node_tables[cfg.target]),
+        target=cfg.target, y=y, splits=_splits(cfg, y, node_tables[cfg.target], target),
         num_classes=cfg.num_classes, name=cfg.name, dedup=cfg.dedup, add_reverse=cfg.add_reverse)
 
 
@@ -89,13 +91,15 @@ def _count_from_edges(node_type: str, edges: dict[EdgeType, tuple[np.ndarray, np
     return int(max(int(ids.max()) for ids in ends)) + 1
 
 
-def _splits(cfg: HeteroParquetDataset, target: NodeRows, table: ParquetTable) -> dict[str, np.ndarray]:
-    """The target type's splits: its mask columns, else a random split of its labelled nodes."""
-    assert target.y is not None
+def _splits(cfg: HeteroParquetDataset, y: np.ndarray, table: ParquetTable,
+            target: NodeRows) -> dict[str, np.ndarray]:
+    """The target type's splits: its mask columns, else a random split of its labelled
+    nodes (``y >= 0``)."""
     where = f"{table.where} columns {cfg.nodes[cfg.target].masks!r}"
     splits = masks_to_splits(target.masks, 0, target.num_nodes, where)
     if splits is not None:
         return splits
-    labelled = np.isfinite(target.y) & (target.y >= 0) if target.y.dtype.kind == "f" else target.y >= 0
+    with np.errstate(invalid="ignore"):  # a NaN label fails the graph's checks right after
+        labelled = y >= 0
     return random_split(labelled, cfg.train_frac, cfg.val_frac, cfg.split_seed,
                         origin=f"the {cfg.target!r} labels in {table.where}")

@@ -108,17 +108,20 @@ def test_tables_local_and_on_s3_give_the_typed_graph_and_its_partition_set(
 def test_without_masks_the_labelled_targets_split_at_random_and_reverse_relations_are_added(
         mag: HeteroGraph, tmp_path: Path) -> None:
     _write_local(mag, tmp_path / "pq")
+    # labels alone, as whole floats (how pandas writes an integer column that had nulls)
+    pq.write_table(pa.table({"venue": mag.y.astype(np.float64)}), tmp_path / "labels.parquet")
     cfg = _config(mag, str(tmp_path / "pq"), add_reverse=True, feature_fallback="degree", split_seed=4)
-    del cfg["nodes"]["paper"]["masks"]
+    cfg["nodes"]["paper"] = {"path": str(tmp_path / "labels.parquet"), "label": "venue"}
     g = load_hetero(dataset(**cfg))
     n = mag.num_nodes["paper"]
     assert sorted(np.concatenate([g.train_idx, g.val_idx, g.test_idx]).tolist()) == list(range(n))
     assert g.train_idx.size == round(0.6 * n) and g.val_idx.size == round(0.2 * n)
+    assert np.array_equal(g.y, mag.y)
     assert set(g.edge_types) == set(mag.add_reverse().edge_types)
     assert set(g.x) == set(mag.num_nodes)  # structural features on every featureless type
 
 
-@pytest.mark.parametrize("case", ["id_past_the_type", "missing_column", "wrong_dtype", "no_count"])
+@pytest.mark.parametrize("case", ["id_past_the_type", "missing_column", "wrong_dtype", "no_count", "null_label"])
 def test_bad_tables_name_the_table_the_column_and_the_fix(mag: HeteroGraph, tmp_path: Path, case: str) -> None:
     root = tmp_path / "pq"
     _write_local(mag, root)
@@ -135,6 +138,11 @@ def test_bad_tables_name_the_table_the_column_and_the_fix(mag: HeteroGraph, tmp_
     elif case == "wrong_dtype":
         pq.write_table(pa.table({"s": ["a", "b"], "d": [0, 1]}), writes / "part-1.parquet")
         want = r"dataset\.edges\.author:writes:paper.*part-1\.parquet.*'s'.*int"
+    elif case == "null_label":  # every paper needs its label
+        labels = np.where(np.arange(mag.num_nodes["paper"]) == 5, np.nan, mag.y.astype(np.float64))
+        pq.write_table(pa.table({"venue": labels}), root / "labels.parquet")
+        cfg["nodes"]["paper"] = {"path": str(root / "labels.parquet"), "label": "venue"}
+        want = r"target 'paper' has a NaN label; every 'paper' node needs a label"
     else:  # institutions: no table, no count, and their one relation's table is empty
         del cfg["counts"]
         empty = root / "empty.parquet"

@@ -98,10 +98,10 @@ def draw_uniform(indptr: torch.Tensor, values: torch.Tensor, seeds: torch.Tensor
         if replace:
             pos = start[seg] + _below(state[seg], slot, deg[seg])
         else:
-            drawn = torch.nonzero(counts < deg).flatten()  # the seeds Floyd samples a subset of
-            if drawn.numel():
-                picks = _floyd(state[drawn], deg[drawn], fanout)
-                mine = (counts < deg)[seg]
+            subset = counts < deg  # the seeds Floyd samples a subset of
+            if bool(subset.any()):
+                picks = _floyd(state[subset], deg[subset], fanout)
+                mine = subset[seg]
                 pos[mine] = start[seg[mine]] + picks.reshape(-1)
     return counts, values[pos]
 

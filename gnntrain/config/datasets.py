@@ -412,7 +412,7 @@ class HeteroParquetDataset(HeteroDatasetBase):
             if table.edge_type is not None:
                 raise ValueError(f"edges.{key}.edge_type={table.edge_type!r}: each relation has its own "
                                  "table here (the key names it); drop edge_type")
-        named = list(dict.fromkeys([*self.nodes, *(t for key in self.edges for t in key.split(":")[::2])]))
+        named = [*self.nodes, *self._relation_types()]
         if self.target not in self.nodes:
             raise ValueError(f"target={self.target!r}: the target type needs a node table with its "
                              f"labels (nodes.{self.target}); node tables given: {sorted(self.nodes)}")
@@ -427,18 +427,18 @@ class HeteroParquetDataset(HeteroDatasetBase):
         for t, n in self.counts.items():
             if t not in named or t in self.nodes or n < 1:
                 raise ValueError(f"counts: {t!r}={n} must be >= 1 and name a type without a node table "
-                                 f"(types: {named}; with tables: {list(self.nodes)})")
+                                 f"(types: {list(dict.fromkeys(named))}; with tables: {list(self.nodes)})")
         check_fracs(self.train_frac, self.val_frac, "")
         return self
 
     def node_types(self) -> list[str]:
         """The node types in order: those of ``nodes``, then of ``counts``, then the others as
         ``edges`` first names them."""
-        seen = dict.fromkeys(self.nodes) | dict.fromkeys(self.counts)
-        for key in self.edges:
-            s, _, d = key.split(":")
-            seen |= dict.fromkeys((s, d))
-        return list(seen)
+        return list(dict.fromkeys([*self.nodes, *self.counts, *self._relation_types()]))
+
+    def _relation_types(self) -> list[str]:
+        """The node types ``edges`` names, source then destination of each relation in order."""
+        return [t for key in self.edges for t in key.split(":")[::2]]
 
 
 HETERO_SOURCES = ("hetero_dir", "hetero_parquet", "ogb_mag", "synthetic_hetero")

@@ -71,35 +71,34 @@ def load_hetero_parquet(cfg: HeteroParquetDataset) -> HeteroGraph:
     for key, table in edge_tables.items():
         s, rel, d = key.split(":")
         edges[(s, rel, d)] = read_edges(table, cfg.edges[key], None, typed=((s, counts[s]), (d, counts[d])))
-    sizes = {t: n if n is not None else _count_from_edges(t, edges) for t, n in counts.items()}
+    sizes = {t: n if n is not None else _count_of_type(t, edges) for t, n in counts.items()}
     target = rows[cfg.target]
     assert target.y is not None  # the config requires the target's label column
-    y = target.y  # every target node needs its label (a typed graph has no unlabelled targets)
-    return HeteroGraph.from_edges(
+    return HeteroGraph.from_edges(  # every target node needs its label: the graph checks it
         num_nodes=sizes, edges=edges, x={t: r.x for t, r in rows.items() if r.x is not None},
-        target=cfg.target, y=y, splits=_splits(cfg, y, node_tables[cfg.target], target),
+        target=cfg.target, y=target.y, splits=_splits(cfg, target, node_tables[cfg.target]),
         num_classes=cfg.num_classes, name=cfg.name, dedup=cfg.dedup, add_reverse=cfg.add_reverse)
 
 
-def _count_from_edges(node_type: str, edges: dict[EdgeType, tuple[np.ndarray, np.ndarray]]) -> int:
+def _count_of_type(node_type: str, edges: dict[EdgeType, tuple[np.ndarray, np.ndarray]]) -> int:
     """The node count of a type without a node table or ``counts``: its largest edge id + 1."""
     ends = [ids for (s, _, d), (src, dst) in edges.items() for t, ids in ((s, src), (d, dst))
             if t == node_type and ids.size]
     if not ends:
         raise DataError(f"node type {node_type!r} has no node table, no edges and no count; give "
                         f"dataset.counts.{node_type} or a node table")
-    return int(max(int(ids.max()) for ids in ends)) + 1
+    return max(int(ids.max()) for ids in ends) + 1
 
 
-def _splits(cfg: HeteroParquetDataset, y: np.ndarray, table: ParquetTable,
-            target: NodeRows) -> dict[str, np.ndarray]:
+def _splits(cfg: HeteroParquetDataset, target: NodeRows, table: ParquetTable) -> dict[str, np.ndarray]:
     """The target type's splits: its mask columns, else a random split of its labelled
     nodes (``y >= 0``)."""
+    assert target.y is not None
     where = f"{table.where} columns {cfg.nodes[cfg.target].masks!r}"
     splits = masks_to_splits(target.masks, 0, target.num_nodes, where)
     if splits is not None:
         return splits
     with np.errstate(invalid="ignore"):  # a NaN label fails the graph's checks right after
-        labelled = y >= 0
+        labelled = target.y >= 0
     return random_split(labelled, cfg.train_frac, cfg.val_frac, cfg.split_seed,
                         origin=f"the {cfg.target!r} labels in {table.where}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,11 +64,11 @@ class PartAccess:
         comm = CommCounter(rank, world, node_types, part.node_type_names if node_types is not None else ())
         self.policy = PartitionPolicy(part.book, rank, peers, comm)
         self.progress = Progress()
-        self.local = CSRSource(part.indptr, part.indices, row_offset=self.start,
-                               num_nodes=self.num_nodes, edge_rel=part.edge_rel,
-                               num_relations=len(part.edge_types))
-        if cfg.sampler.backend == "torch":  # the same draws in torch ops on the training device
-            self.local = TorchCSRSource.of(self.local, device)
+        # sampler.backend torch: the same draws in torch ops on the training device
+        source: Callable[..., CSRSource] = (partial(TorchCSRSource, device=device)
+                                            if cfg.sampler.backend == "torch" else CSRSource)
+        self.local = source(part.indptr, part.indices, row_offset=self.start, num_nodes=self.num_nodes,
+                            edge_rel=part.edge_rel, num_relations=len(part.edge_types))
         self.source = DistGraphSource(self.local, self.policy)
         dtypes = type_dtypes(cfg.train.feature_dtype, part.node_type_names)
         self.reader = DistFeatureReader(part.x, self.policy, degrees,

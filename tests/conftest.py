@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from bench.harness.s3 import new_bucket, s3_server
-from gnntrain.runtime.worker_pool import POOL, reuse_workers
+from gnntrain.runtime.worker_pool import POOL, IdleGroup, reuse_workers
 from partition.graph import Graph, csr_from_edges
 from partition.storage import Store
 
@@ -110,6 +110,33 @@ def ray_local() -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+SET_ASIDE: list[IdleGroup] = []
+"""The session's idle groups held out of :data:`POOL` during an :func:`own_pool` test."""
+
+
+def kept_groups() -> list[IdleGroup]:
+    """Every idle group kept for reuse: the pool's and those :func:`own_pool` holds aside
+    (the leftover checks count neither as left behind)."""
+    return POOL.idle + SET_ASIDE
+
+
+@pytest.fixture
+def own_pool(ray_local: None) -> Iterator[float]:
+    """For a test of the pool itself, or one whose run releases it (the partitioning
+    pipeline on Ray): the session's idle groups are held aside, alive and keeping their
+    CPUs, so that the test sees only the groups it makes and its evictions and releases do
+    not end the groups other modules kept; they go back to the pool after the test, which
+    ends those it kept itself. Gives the CPUs the held groups take."""
+    SET_ASIDE[:] = POOL.idle
+    POOL.idle = []
+    try:
+        yield sum(g.cpus for g in SET_ASIDE)
+    finally:
+        POOL.release()
+        POOL.idle = list(SET_ASIDE)
+        SET_ASIDE.clear()
+
+
 TASK_CPUS = 8.0
 """CPUs left free for the Ray tasks of a test of the partitioning pipeline (:func:`ray_tasks`)."""
 
@@ -139,12 +166,16 @@ def joined_env(ray_local: None) -> dict[str, str]:
             "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
 
 
-# The longest modules (one to two minutes each on two cores), started first: with
-# `pytest -n 2 --dist loadfile --no-loadscope-reorder` (make test) each module runs whole on
-# one worker, handed out in collection order, so a long module collected last would leave
-# the other worker idle at the end.
-LONG_MODULES = ("tests/faults/test_elastic.py", "tests/test_accuracy_cora.py",
-                "tests/runtime/test_cluster_submit.py", "tests/test_tune.py", "tests/faults/test_recovery.py")
+# The longest modules, longest first (from half a minute to a minute and a half each on two
+# cores), then the rest in collection order: with `pytest -n 2 --dist loadfile
+# --no-loadscope-reorder` (make test) each module runs whole on one worker, the next module
+# going to the worker that is nearly done, so longest-first leaves the two workers ending
+# within seconds of each other (the five longest alone left one idle for about 20 s).
+LONG_MODULES = ("tests/test_accuracy_cora.py", "tests/faults/test_elastic.py", "tests/runtime/test_failures.py",
+                "tests/test_tune.py", "tests/faults/test_recovery.py", "tests/runtime/test_cluster_submit.py",
+                "tests/partition/test_parallel.py", "tests/test_user_model.py", "tests/test_predict.py",
+                "tests/runtime/test_worker_pool.py", "tests/runtime/test_embedding.py", "tests/faults/test_resume.py",
+                "tests/faults/test_stall.py", "tests/runtime/test_comm.py", "tests/test_user_errors.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -85,9 +85,11 @@ def test_graphsage_reaches_79(sage_single: float) -> None:
 
 
 def test_gcn_reaches_80(cora: tuple[Graph, Path]) -> None:
+    """GCN as Kipf & Welling train it on this split (16 hidden units, dropout 0.5, learning
+    rate 0.01, weight decay 5e-4, 200 epochs, every neighbour: their 81.5%)."""
     g, tmp = cora
-    acc = single_test_acc(cora_cfg(tmp, "model.arch=gcn", "sampler.fanouts=[-1,-1]", "sampler.batch_size=140",
-                                   "train.epochs=100", "train.lr=0.01"), g)
+    acc = single_test_acc(cora_cfg(tmp, "model.arch=gcn", "model.hidden=16", "sampler.fanouts=[-1,-1]",
+                                   "sampler.batch_size=140", "train.epochs=200", "train.lr=0.01"), g)
     assert acc >= 0.80, f"GCN mean test accuracy {acc:.3f} < 0.80"
 
 

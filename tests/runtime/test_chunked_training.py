@@ -39,8 +39,9 @@ def _cfg(tmp: Path, dataset: dict[str, Any], root: str, *overrides: str) -> RunC
     return load_config(raw=raw, overrides=list(overrides))
 
 
-def test_chunks_on_object_storage_train_like_memory(ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_chunks_on_object_storage_train_like_memory(own_pool: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     s3_bucket: tuple[str, dict[str, object]]) -> None:
+    # own_pool: the coordinator releases idle groups before the pipeline's tasks start
     uri, options = s3_bucket
     chunks = tmp_path / "chunks"
     write_synthetic_chunks(SYN, chunks, name="syn", rows_per_chunk=1, edges_per_chunk=5000)

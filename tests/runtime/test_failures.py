@@ -17,13 +17,13 @@ from gnntrain.runtime.cluster import ClusterError
 from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure, worker_processes
 from gnntrain.runtime.worker_pool import POOL
-from tests.conftest import REPO, SUBPROCESS_CPUS, make_graph
+from tests.conftest import REPO, SUBPROCESS_CPUS, kept_groups, make_graph
 from tests.runtime.helpers import tiny_cfg
 
 
 def unkept_workers() -> list[psutil.Process]:
-    """This process's worker processes, but for the idle ones kept for reuse (:data:`POOL`)."""
-    kept = POOL.pids()
+    """This process's worker processes, but for the idle ones kept for reuse (:func:`kept_groups`)."""
+    kept = {p for g in kept_groups() for p in g.pids}
     return [p for p in worker_processes() if p.pid not in kept]
 
 
@@ -55,8 +55,8 @@ def live_ray_leftovers(timeout_s: float = 20.0) -> dict[str, list[str]]:
     from ray._private import state
 
     deadline = time.monotonic() + timeout_s
-    kept_actors = {a._actor_id.hex() for g in POOL.idle for a in g.actors}
-    kept_pgs = {g.pg.id.hex() for g in POOL.idle if g.pg is not None}
+    kept_actors = {a._actor_id.hex() for g in kept_groups() for a in g.actors}
+    kept_pgs = {g.pg.id.hex() for g in kept_groups() if g.pg is not None}
     while True:
         actors = [f"{a['ActorClassName']} {a['State']}" for a in state.actors().values()
                   if a["ActorClassName"] == "GnnWorker" and a["State"] != "DEAD"

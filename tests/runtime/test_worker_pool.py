@@ -18,14 +18,13 @@ from tests.runtime.test_failures import assert_nothing_left, wait_dead
 GRAPH = make_graph(200, seed=3)
 
 
-def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(ray_local: None,
+def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(own_pool: float,
                                                                             tmp_path: Path) -> None:
     """A 1-worker run with seed 1 leaves its worker; the next 1-worker run (seed 0) takes
     that process, loads its own config and ends bit for bit where one process does
-    (1 Ray worker = one process). A 2-worker run of half the session's CPUs a worker
-    then needs all of them: the idle worker is killed to make room, and the 2-worker group
-    is kept instead."""
-    POOL.release()
+    (1 Ray worker = one process). A 2-worker run that needs every CPU the groups held aside
+    leave (the idle worker's included) then starts: the idle worker is killed to make room,
+    and the 2-worker group is kept instead."""
     first = run_training(tiny_cfg(tmp_path / "a", "train.seed=1"), graph=GRAPH, progress=False)
     [kept] = POOL.idle
     again = run_training(tiny_cfg(tmp_path / "b"), graph=GRAPH, progress=False)
@@ -35,7 +34,7 @@ def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(ray_
     assert_same_state(final_state(again), final_state(alone), world=1)
     assert final_state(first)["rank_digests"] != final_state(again)["rank_digests"], \
         "seeds 1 and 0 ended at the same state: the kept worker did not take the new config"
-    half = SESSION_CPUS / 2
+    half = (SESSION_CPUS - own_pool) / 2
     run_training(tiny_cfg(tmp_path / "d", f"cluster.cpus_per_worker={half}", workers=2), graph=GRAPH,
                  progress=False)
     [two] = POOL.idle
@@ -43,7 +42,7 @@ def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(ray_
     assert wait_dead(set(kept.pids)) == set(), "the idle 1-worker group outlived its release"
 
 
-def test_failed_group_is_never_kept(ray_local: None, tmp_path: Path) -> None:
+def test_failed_group_is_never_kept(own_pool: float, tmp_path: Path) -> None:
     cfg = tiny_cfg(tmp_path, "faults.kind=raise", "faults.rank=1", "faults.epoch=0", "faults.step=1",
                    workers=2)
     with pytest.raises(WorkerFailure):
@@ -52,9 +51,8 @@ def test_failed_group_is_never_kept(ray_local: None, tmp_path: Path) -> None:
     assert_nothing_left()
 
 
-def test_nothing_kept_outside_the_block(ray_local: None, tmp_path: Path,
+def test_nothing_kept_outside_the_block(own_pool: float, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    POOL.release()
     monkeypatch.setattr(POOL, "depth", 0)  # as if the session fixture had not opened a block
     run_training(tiny_cfg(tmp_path), graph=GRAPH, progress=False)
     assert POOL.idle == []

@@ -166,7 +166,7 @@ def joined_env(ray_local: None) -> dict[str, str]:
             "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
 
 
-# The longest modules, longest first (from half a minute to a minute and a half each on two
+# The longest modules, longest first (from half a minute to two minutes each on two
 # cores), then the rest in collection order: with `pytest -n 2 --dist loadfile
 # --no-loadscope-reorder` (make test) each module runs whole on one worker, the next module
 # going to the worker that is nearly done, so longest-first leaves the two workers ending

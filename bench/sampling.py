@@ -123,8 +123,9 @@ def batch_problems(batch: SampledBatch, seeds: np.ndarray, indptr: np.ndarray,
 
 
 def verify(sampler: NeighborSampler, indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
-           threads: int, label: str) -> list[Check]:
-    """The sampler's contract on the first batches of ``seeds``, one thread and ``threads``."""
+           threads: int, label: str, others: dict[str, NeighborSampler] | None = None) -> list[Check]:
+    """The sampler's contract on the first batches of ``seeds``, one thread and ``threads``;
+    each of ``others`` (by what it is) must draw the same batches."""
     n = indptr.size - 1
     edge_keys = np.sort(np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices)
     use = seeds[:CHECK_BATCHES * BATCH]
@@ -142,6 +143,9 @@ def verify(sampler: NeighborSampler, indptr: np.ndarray, indices: np.ndarray, se
         many = list(sampler.iter_batches(use, BATCH, key=7, shuffle=False, num_threads=threads))
         out.append(check(f"{label}: {threads} threads sample the same batches as 1", same_batches(one, many),
                          f"{len(one)} batches, key 7"))
+    for what, other in (others or {}).items():
+        same = same_batches(one, list(other.iter_batches(use, BATCH, key=7, shuffle=False)))
+        out.append(check(f"{label}: {what} samples the numba kernels' batches", same, f"{len(one)} batches, key 7"))
     return out
 
 
@@ -156,15 +160,6 @@ def same_batches(a: list[SampledBatch], b: list[SampledBatch]) -> bool:
 def torch_device() -> str:
     """Where ``sampler.backend: torch`` draws in this run: the GPU when there is one."""
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _same_batches(numba: NeighborSampler, on_device: NeighborSampler, seeds: np.ndarray, label: str,
-                  what: str) -> Check:
-    """The torch draw's first batches equal the numba kernels', block for block."""
-    use = seeds[:CHECK_BATCHES * BATCH]
-    same = same_batches(list(numba.iter_batches(use, BATCH, key=7, shuffle=False)),
-                        list(on_device.iter_batches(use, BATCH, key=7, shuffle=False)))
-    return check(f"{label}: {what} samples the numba kernels' batches", same, f"{CHECK_BATCHES} batches, key 7")
 
 
 def _time_ours(sampler: NeighborSampler, seeds: np.ndarray, n_batches: int,
@@ -241,14 +236,13 @@ def run_graph(label: str, nodes: int, n_batches: int, np_batches: int, threads: 
     n_batches = min(n_batches, seeds.size // BATCH)
     sampler = NeighborSampler(CSRSource(g.indptr, g.indices), FANOUTS)
     sampler.sample(seeds[:BATCH], key=0)  # compile / load the numba cache
-    checks = verify(sampler, g.indptr, g.indices, seeds, threads, label)
+    device = torch_device()
+    on_device = NeighborSampler(TorchCSRSource(g.indptr, g.indices, device=device), FANOUTS)
+    checks = verify(sampler, g.indptr, g.indices, seeds, threads, label, {f"torch on {device}": on_device})
     rows: list[dict[str, Any]] = []
     for t in sorted({1, threads}):
         rows.append({"graph": label, "impl": "ours", "threads": t,
                      **_time_ours(sampler, seeds, n_batches, t, repeats, clock)})
-    device = torch_device()
-    on_device = NeighborSampler(TorchCSRSource(g.indptr, g.indices, device=device), FANOUTS)
-    checks.append(_same_batches(sampler, on_device, seeds, label, f"torch on {device}"))
     rows.append({"graph": label, "impl": f"torch-{device}", "threads": 1,
                  **_time_ours(on_device, seeds, n_batches, 1, repeats, clock)})
     rows.append({"graph": label, "impl": "numpy", "threads": 1,

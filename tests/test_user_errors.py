@@ -23,6 +23,7 @@ from gnntrain.data import load_dataset
 from gnntrain.rundir import RunDir
 from gnntrain.runtime.coordinator import WorkerUserError, _fit_with_recovery, run_training
 from gnntrain.runtime.worker_errors import user_error
+from gnntrain.runtime.worker_pool import POOL
 from gnntrain.tasks import NodeClassification
 from partition import PartitionChecksumError, PartitionSet, build_partition_set
 from partition.format import PART_FILES, SET_FILES
@@ -108,7 +109,7 @@ def test_a_user_error_inside_a_worker_is_one_line(ray_local: None, tmp_path: Pat
     """Past the coordinator's check (a part damaged after it), the worker dies at start-up;
     the run ends with the worker's own sentence, not Ray's ActorDiedError, and no retry:
     the kept group of a clean run before it fails to load the part, and no new group is
-    started to fail the same way."""
+    started to fail the same way; the group, its workers sound, is kept again."""
     raw = _raw(tmp_path)
     raw["train"]["max_failures"] = 3
     cfg = load_config(raw=raw)
@@ -120,10 +121,11 @@ def test_a_user_error_inside_a_worker_is_one_line(ray_local: None, tmp_path: Pat
 
     fit("clean")  # its group is kept (the session's reuse_workers block)
     _flip_last_byte(pset.path / "part-1" / "halo_ids.npy")
-    started = worker_actors_started()
+    started, kept = worker_actors_started(), {tuple(g.pids) for g in POOL.idle}
     with pytest.raises(WorkerUserError) as e:
         fit("errs")
     assert worker_actors_started() == started, "a new group was started for a run that cannot load"
+    assert {tuple(g.pids) for g in POOL.idle} == kept, "the group that refused the part is not kept again"
     msg = str(e.value)
     assert msg.startswith("worker 1 (start-up): partition file "), msg
     assert "part-1/halo_ids.npy fails its checksum" in msg and "\n" not in msg

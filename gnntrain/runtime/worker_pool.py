@@ -1,17 +1,24 @@
 """Worker actors kept between runs in one driver: :func:`reuse_workers`.
 
 Starting a worker actor costs seconds of CPU (a new Python process imports torch and PyG)
-before it loads its part, and a seed sweep, a series of Tune trials or a test suite starts
-groups of the same shape again and again. Inside ``with reuse_workers():`` a Ray group
-that ends cleanly is not killed: its actors leave their process group, drop their part and
-model, and wait, with their placement group, for the next run on the same Ray connection
-with the same shape (worker count, CPUs and GPUs of each worker, runtime environment),
-which loads its own config and part into them. Ray Tune's ``reuse_actors`` does the same
+before it loads its part, and a seed sweep, a series of Tune trials, a scaling study over
+worker counts or a test suite starts groups of the same shape again and again. Inside
+``with reuse_workers():`` a Ray group that ends cleanly is not killed: its actors leave
+their process group, drop their part and model, and wait, with their placement group, for
+the next run on the same Ray connection with the same shape (CPUs and GPUs of each worker,
+runtime environment), which loads its own config and part into them. A run of fewer
+workers than a kept group has takes that group and runs in its first ranks (rank r in
+bundle r, as in a group of its own); the others wait in it, and the whole group goes back
+to the pool when the run ends, or on to the group of a recovery. A run of more workers
+than any kept group starts a group of its own, and so does a fault drill that ends workers
+(``faults``), which would end the waiting ranks with its group. Ray Tune's ``reuse_actors`` does the same
 for trainables, and a sweep's trial actor, reused by Tune for the next trial of the same
 resources, keeps its group in the trial's placement group for that trial
 (:meth:`WorkerPool.hold`).
 
-- A group that failed or was interrupted is always killed, never kept. A group placed
+- A group that failed or was interrupted is always killed, never kept; a kept group that
+  cannot load a run's part or config (bad data: the same error on every worker) goes back
+  to the pool, its workers sound. A group placed
   on given nodes (a recovery's) is kept like any other; a recovery takes a kept group
   only when its ranks sit on the nodes the recovery asks for. A group in a placement
   group made by someone else (a Tune trial's) is taken only by a run in that same
@@ -58,6 +65,15 @@ class IdleGroup:
     @property
     def gpus(self) -> float:
         return self.key[4] * self.key[2]
+
+    def serves(self, key: GroupKey, nodes: list[str] | None = None) -> bool:
+        """Whether this group can run a group of shape ``key`` (with rank r on ``nodes[r]``
+        when given) in its first ranks: the same Ray, runtime environment, actor class,
+        placement and GPUs per worker, at least as many workers, and its first ranks with
+        the CPUs (and nodes) asked for."""
+        world = key[2]
+        return (self.key[:2] == key[:2] and self.key[4:] == key[4:] and self.key[2] >= world
+                and self.key[3][:world] == key[3] and (nodes is None or self.nodes[:world] == nodes))
 
 
 def group_key(world: int, cpus: list[float], gpus: float, runtime_env: dict[str, Any], actor: type,
@@ -121,14 +137,16 @@ class WorkerPool:
         here = (str(ctx.gcs_address), str(ctx.get_job_id()))
         self.idle = [g for g in self.idle if g.key[:2] == here]
 
-    def take(self, key: GroupKey, nodes: list[str] | None = None) -> IdleGroup | None:
-        """An idle group of shape ``key`` (with rank r on ``nodes[r]`` when given),
-        removed from the pool; None when there is none."""
+    def take(self, key: GroupKey, nodes: list[str] | None = None, larger: bool = True) -> IdleGroup | None:
+        """An idle group that serves shape ``key`` (:meth:`IdleGroup.serves`), removed from
+        the pool: one of exactly that many workers, else (``larger``) the smallest larger
+        one, whose first ranks run the group while the others wait in it; None when there
+        is none."""
         self._current()
-        for i, g in enumerate(self.idle):
-            if g.key == key and (nodes is None or g.nodes == nodes):
-                return self.idle.pop(i)
-        return None
+        fits = [i for i, g in enumerate(self.idle) if g.serves(key, nodes) and (larger or g.key[2] == key[2])]
+        if not fits:
+            return None
+        return self.idle.pop(min(fits, key=lambda i: self.idle[i].key[2]))
 
     def keep(self, group: IdleGroup) -> bool:
         """Keep ``group`` for a later run; False (nothing kept) outside :func:`reuse_workers`."""

@@ -1,9 +1,14 @@
 """Worker actors kept between runs (:func:`gnntrain.reuse_workers`): a kept worker trains
-bit for bit like a fresh one, a group of another shape frees the resources idle ones
-hold, a failed group is never kept, and nothing is kept outside the block."""
+bit for bit like a fresh one, a run of fewer workers runs in a larger kept group, a group
+of another shape frees the resources idle ones hold, a failed group is never kept, and
+nothing is kept outside the block."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,7 @@ from gnntrain.runtime.coordinator import run_training
 from gnntrain.runtime.ray_group import WorkerFailure
 from gnntrain.runtime.worker_pool import POOL, reuse_workers
 from tests.conftest import SESSION_CPUS, make_graph
-from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
+from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg, worker_actors_started
 from tests.runtime.test_failures import assert_nothing_left, wait_dead
 
 GRAPH = make_graph(200, seed=3)
@@ -20,34 +25,65 @@ GRAPH = make_graph(200, seed=3)
 
 def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(own_pool: float,
                                                                             tmp_path: Path) -> None:
-    """A 1-worker run with seed 1 leaves its worker; the next 1-worker run (seed 0) takes
-    that process, loads its own config and ends bit for bit where one process does
-    (1 Ray worker = one process). A 2-worker run that needs every CPU the groups held aside
-    leave (the idle worker's included) then starts: the idle worker is killed to make room,
-    and the 2-worker group is kept instead."""
-    first = run_training(tiny_cfg(tmp_path / "a", "train.seed=1"), graph=GRAPH, progress=False)
+    """A 2-worker run with seed 1 leaves its group; a 1-worker run (seed 0) takes that group
+    and runs in its first rank, loads its own config and ends bit for bit where one process
+    does (1 Ray worker = one process); the group goes back whole, and the next 2-worker run
+    takes the same two processes. A 2-worker run that needs every CPU the groups held aside
+    leave then starts: the idle group is killed to make room, and the new group is kept
+    instead."""
+    started = worker_actors_started()
+    first = run_training(tiny_cfg(tmp_path / "a", "train.seed=1", workers=2), graph=GRAPH, progress=False)
     [kept] = POOL.idle
-    again = run_training(tiny_cfg(tmp_path / "b"), graph=GRAPH, progress=False)
+    one = run_training(tiny_cfg(tmp_path / "b"), graph=GRAPH, progress=False)
     [still] = POOL.idle
-    assert still.pids == kept.pids, "the second run started a new worker process"
+    assert (still.key, still.pids) == (kept.key, kept.pids), "the 1-worker run did not go back into the group"
     alone = run_training(tiny_cfg(tmp_path / "c"), single_process=True, graph=GRAPH, progress=False)
-    assert_same_state(final_state(again), final_state(alone), world=1)
+    assert_same_state(final_state(one), final_state(alone), world=1)
+    again = run_training(tiny_cfg(tmp_path / "d", workers=2), graph=GRAPH, progress=False)
+    [still] = POOL.idle
+    assert still.pids == kept.pids, "the second 2-worker run started new worker processes"
+    assert worker_actors_started() - started == 2
     assert final_state(first)["rank_digests"] != final_state(again)["rank_digests"], \
-        "seeds 1 and 0 ended at the same state: the kept worker did not take the new config"
+        "seeds 1 and 0 ended at the same state: the kept workers did not take the new config"
     half = (SESSION_CPUS - own_pool) / 2
-    run_training(tiny_cfg(tmp_path / "d", f"cluster.cpus_per_worker={half}", workers=2), graph=GRAPH,
+    run_training(tiny_cfg(tmp_path / "e", f"cluster.cpus_per_worker={half}", workers=2), graph=GRAPH,
                  progress=False)
     [two] = POOL.idle
     assert two.key[2:4] == (2, (half, half))
-    assert wait_dead(set(kept.pids)) == set(), "the idle 1-worker group outlived its release"
+    assert wait_dead(set(kept.pids)) == set(), "the idle group outlived its release"
 
 
-def test_failed_group_is_never_kept(own_pool: float, tmp_path: Path) -> None:
-    cfg = tiny_cfg(tmp_path, "faults.kind=raise", "faults.rank=1", "faults.epoch=0", "faults.step=1",
-                   workers=2)
+def test_recovery_in_a_larger_group_keeps_it_and_a_failed_group_is_never_kept(own_pool: float,
+                                                                             tmp_path: Path) -> None:
+    """A 2-worker run in the first ranks of a kept 3-worker group loses worker 1 (killed
+    from outside in its second epoch) and recovers: only rank 1 starts anew, and the group
+    goes back whole (rank 0's and the waiting rank 2's processes the same). A fault drill
+    that ends a worker starts a group of its own size instead of taking the larger one,
+    and its failed group is never kept: nothing of it is left."""
+    run_training(tiny_cfg(tmp_path / "a", workers=3), graph=GRAPH, progress=False)
+    [three] = POOL.idle
+    runs = tmp_path / "b" / "runs"
+
+    def kill_rank_1_in_epoch_1() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(runs.glob("*/metrics.jsonl")):
+            time.sleep(0.05)
+        os.kill(three.pids[1], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_rank_1_in_epoch_1, daemon=True)
+    killer.start()
+    # every step of rank 1 takes half a second more: the run is still training at the kill
+    s = run_training(tiny_cfg(tmp_path / "b", "faults.kind=slow", "faults.rank=1", "faults.seconds=0.5",
+                              "train.epochs=3", "train.max_failures=1", workers=2), graph=GRAPH, progress=False)
+    killer.join(timeout=5)
+    assert [f["restarted_ranks"] for f in s["failures"]] == [[1]], s["failures"]
+    [back] = POOL.idle
+    assert back.key == three.key
+    assert (back.pids[0], back.pids[2]) == (three.pids[0], three.pids[2]) and back.pids[1] != three.pids[1]
+    fault = ("faults.kind=raise", "faults.rank=1", "faults.epoch=0", "faults.step=1")
     with pytest.raises(WorkerFailure):
-        run_training(cfg, graph=GRAPH, progress=False)
-    assert POOL.idle == []
+        run_training(tiny_cfg(tmp_path / "c", *fault, workers=2), graph=GRAPH, progress=False)
+    assert POOL.idle == [back], "the drill took the kept group"
     assert_nothing_left()
 
 

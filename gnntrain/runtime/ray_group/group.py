@@ -91,6 +91,7 @@ class Survivors:
     deadline: float
     nodes: list[str]  # the node of every rank of the failed group
     unanswered: list[Any] = field(default_factory=list)
+    taken: IdleGroup | None = None  # the larger kept group the failed one ran in (its other ranks wait)
 
     def released(self) -> dict[int, Any]:
         """The workers whose release returned by the deadline; the others are killed. The
@@ -110,9 +111,16 @@ class Survivors:
         return taken
 
     def discard(self) -> None:
-        """Kill them and remove the placement group (the next group is placed elsewhere)."""
-        kill_group(list(self.actors.values()), self.pg)
-        self.actors, self.releasing = {}, {}
+        """Kill them, and the waiting ranks of a larger kept group, and remove the placement
+        group (the next group is placed elsewhere)."""
+        kill_group(list(self.actors.values()) + spare_actors(self.taken, len(self.nodes)), self.pg)
+        self.actors, self.releasing, self.taken = {}, {}, None
+
+
+def spare_actors(taken: IdleGroup | None, world: int) -> list[Any]:
+    """The actors of a larger kept group ``taken`` beyond the first ``world`` ranks, which
+    wait in it while a group of ``world`` workers runs (:meth:`WorkerPool.take`)."""
+    return [] if taken is None else taken.actors[world:]
 
 
 SALVAGE_S = 10.0
@@ -159,21 +167,26 @@ class RayGroup(WorkerGroup):
         self.pg: Any = None
         self.new_ranks: list[int] = []  # the ranks whose actor this group started
         self.unanswered: list[Any] = []  # replies of the call that failed
-        kept = POOL.take(self.key, nodes) if survivors is None else None
-        if kept is not None:
-            self.pg, self.actors = kept.pg, kept.actors
+        # a kept group of this shape or a larger one, whose first ranks this group runs in
+        # (not for a drill whose faults end workers: they would end the waiting ranks too)
+        self.taken = (POOL.take(self.key, nodes, larger=not cfg.faults.ends_workers)
+                      if survivors is None else None)
+        if self.taken is not None:
+            self.pg, self.actors = self.taken.pg, self.taken.actors[:world]
             try:
                 self._get([a.load.remote(raw, part_path, r, world, model, task)
                            for r, a in enumerate(self.actors)], "start-up")
             except WorkerFailure as e:  # a kept worker died or cannot load: start a new group
-                kill_group(self.actors, self.pg)
-                self.pg, self.actors, self.healthy, kept = None, [], True, None
-                if user_error(e.cause) is not None:
+                bad_input = user_error(e.cause) is not None
+                if not (bad_input and self._give_back(self.taken)):
+                    kill_group(self.actors + spare_actors(self.taken, world), self.pg)
+                self.pg, self.actors, self.healthy, self.taken = None, [], True, None
+                if bad_input:
                     raise  # bad data or config: a new group would fail the same way
         try:
             if survivors is not None:
                 self._take_survivors(raw, env, cpus, gpus, part_path, model, task, survivors)
-            elif kept is None:
+            elif self.taken is None:
                 if placement is None:
                     POOL.make_room(sum(cpus), gpus * world)
                 self._start(raw, env, cpus, gpus, nodes, part_path, model, task)
@@ -255,7 +268,7 @@ class RayGroup(WorkerGroup):
         """New actors for the failed group's lost ranks, started first (importing their
         libraries while the others leave the failed run); the survivors that let go in
         time for their ranks, the run loaded into them again; new actors for the rest."""
-        self.pg = survivors.pg
+        self.pg, self.taken = survivors.pg, survivors.taken
         self.actors = list(survivors.actors.values())  # this group's now: killed with it should a start fail
         pg, first = (self.pg, 0) if self.placement is None else (self.placement.pg, self.placement.first_bundle)
 
@@ -283,9 +296,9 @@ class RayGroup(WorkerGroup):
         kill_group([self.actors[lost]], None)
         others = {r: a for r, a in enumerate(self.actors) if r != lost}
         out = Survivors(self.pg, others, {r: a.release.remote() for r, a in others.items()},
-                        time.monotonic() + timeout_s, list(self.nodes), self.unanswered)
+                        time.monotonic() + timeout_s, list(self.nodes), self.unanswered, self.taken)
         self.actors = [self.actors[lost]]
-        self.pg = None
+        self.pg, self.taken = None, None
         return out
 
     def diagnose(self, timeout_s: float = 5.0, ranks: list[int] | None = None) -> list[dict[str, Any]]:
@@ -405,11 +418,30 @@ class RayGroup(WorkerGroup):
         :func:`~gnntrain.runtime.worker_pool.reuse_workers`, keep a healthy group instead.
         A given placement group (:class:`GivenPlacement`) stays: its owner removes it."""
         actors, self.actors = self.actors, []
+        taken, self.taken = self.taken, None
         if self.healthy and POOL.active and actors:
             try:
                 pids = ray.get([a.release.remote() for a in actors], timeout=30)
             except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
                 pids = None
-            if pids is not None and POOL.keep(IdleGroup(self.key, actors, self.pg, pids, list(self.nodes))):
+            if pids is not None and POOL.keep(self._idle(actors, pids, taken)):
                 return
-        kill_group(actors, self.pg)
+        kill_group(actors + spare_actors(taken, self.world), self.pg)
+
+    def _give_back(self, taken: IdleGroup) -> bool:
+        """Return a kept group whose workers refused a run's input (they raised; each is
+        sound) to the pool, once each has let go of what it loaded; False if one does not."""
+        try:
+            ray.get([a.release.remote() for a in self.actors], timeout=30)
+        except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
+            return False
+        return POOL.keep(taken)
+
+    def _idle(self, actors: list[Any], pids: list[int], taken: IdleGroup | None) -> IdleGroup:
+        """This group's released ``actors`` (processes ``pids``) as an idle group for the
+        pool: with the ranks beyond its own of the larger kept group it ran in, if any."""
+        if taken is None:
+            return IdleGroup(self.key, actors, self.pg, pids, list(self.nodes))
+        w = self.world
+        return IdleGroup(taken.key, actors + taken.actors[w:], self.pg, pids + taken.pids[w:],
+                         list(self.nodes) + taken.nodes[w:])

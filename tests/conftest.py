@@ -80,6 +80,20 @@ def tiny_graph() -> Graph:
     return make_graph()
 
 
+# The repository root is on the test processes' sys.path (pytest puts it there for the
+# `tests` package) and goes into $PYTHONPATH too, as it does for the CLI subprocesses: a
+# test that changes directory then does not make it one of the driver's extra code
+# directories (`gnntrain.runtime.cluster.driver_code_paths`), which would give the worker
+# groups started after it another runtime environment, and the kept groups no reuse.
+if str(REPO) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+# A new Ray prestarts plain worker processes for its first driver's tasks (2-3 here, about
+# 1.3 s of CPU); worker actors never use them (their runtime environment sets allocator
+# variables), and every Ray the suite starts, its own or a subprocess's, would start them
+# for nothing.
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+
 SESSION_CPUS = 16
 """Logical CPUs of the session's Ray (:func:`ray_local`)."""
 

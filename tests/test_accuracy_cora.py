@@ -119,7 +119,7 @@ def sage_single_short(cora: tuple[Graph, Path]) -> float:
     return single_test_acc(cora_cfg(tmp, *SHORT), g)
 
 
-@pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.parametrize("workers", [4, 2])  # the 4-worker group then serves the 2-worker runs
 def test_distributed_matches_single_process(ray_local: None, cora: tuple[Graph, Path], sage_single_short: float,
                                             workers: int) -> None:
     """k METIS workers, the same global batch (35 seeds a step): within 1.5 points."""

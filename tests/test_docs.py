@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -22,13 +23,19 @@ CLIS = ("gnntrain.run:build_parser", "gnntrain.predict.cli:build_parser", "gnntr
 
 
 @pytest.fixture(scope="module")
-def hooks() -> ModuleType:
+def hooks() -> Iterator[ModuleType]:
+    """The site's reference hook, its directory on ``sys.path`` for this module only (a
+    directory left there would be handed to every later Ray worker, see
+    ``gnntrain.runtime.cluster.driver_code_paths``)."""
     sys.path.insert(0, str(DOCS / "hooks"))
-    spec = importlib.util.spec_from_file_location("docs_reference", DOCS / "hooks" / "reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    try:
+        spec = importlib.util.spec_from_file_location("docs_reference", DOCS / "hooks" / "reference.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
 
 
 @pytest.mark.parametrize("package", ["gnntrain", "partition", "samplers"])

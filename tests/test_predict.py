@@ -48,6 +48,25 @@ def _shard_ids(out: Path) -> np.ndarray:
     return np.concatenate([np.load(out / s.files["ids"].name) for s in m.shards])
 
 
+def test_four_workers_predict_a_typed_graph_as_one_process(ray_local: None, tmp_path: Path) -> None:
+    """R-GCN on a typed graph trained and predicted by 4 Ray workers (the typed partition
+    set): the logits of every node equal single-process inference."""
+    from tests.runtime.test_typed_training import GRAPH, typed_cfg
+
+    summary = run_training(typed_cfg(tmp_path, "train.epochs=1", workers=4), graph=GRAPH, progress=False)
+    run = Path(summary["run_dir"])
+    dist = predict(run, "logits", out=tmp_path / "logits", progress=False)
+    ref = predict(run, "logits", out=tmp_path / "ref", single_process=True, graph=GRAPH, progress=False)
+    m = read_manifest(dist)
+    assert m.workers == 4 and len(m.shards) == 4 and all(s.rows > 0 for s in m.shards)
+    d_ids, d_val = read_predictions(dist)
+    r_ids, r_val = read_predictions(ref)
+    np.testing.assert_array_equal(d_ids, np.arange(GRAPH.num_nodes))
+    np.testing.assert_array_equal(d_ids, r_ids)
+    np.testing.assert_allclose(d_val, r_val, rtol=0, atol=1e-5, err_msg="4 workers differ from one process")
+    assert np.abs(r_val).max() > 1e-3
+
+
 def test_two_workers_equal_single_process_and_write_every_node_once(
         two_worker_run: tuple[Path, Graph], dist_logits: Path, tmp_path: Path) -> None:
     run, g = two_worker_run
@@ -233,25 +252,6 @@ def test_export_embeddings_example_smoke(ray_local: None, tmp_path: Path, monkey
     acc = re.search(r"test accuracy: ([0-9.]+)", out)
     assert acc, out
     assert float(acc.group(1)) > 1 / 7 + 0.1, "embeddings no better than chance on Cora's 7 classes"
-
-
-def test_four_workers_predict_a_typed_graph_as_one_process(ray_local: None, tmp_path: Path) -> None:
-    """R-GCN on a typed graph trained and predicted by 4 Ray workers (the typed partition
-    set): the logits of every node equal single-process inference."""
-    from tests.runtime.test_typed_training import GRAPH, typed_cfg
-
-    summary = run_training(typed_cfg(tmp_path, "train.epochs=1", workers=4), graph=GRAPH, progress=False)
-    run = Path(summary["run_dir"])
-    dist = predict(run, "logits", out=tmp_path / "logits", progress=False)
-    ref = predict(run, "logits", out=tmp_path / "ref", single_process=True, graph=GRAPH, progress=False)
-    m = read_manifest(dist)
-    assert m.workers == 4 and len(m.shards) == 4 and all(s.rows > 0 for s in m.shards)
-    d_ids, d_val = read_predictions(dist)
-    r_ids, r_val = read_predictions(ref)
-    np.testing.assert_array_equal(d_ids, np.arange(GRAPH.num_nodes))
-    np.testing.assert_array_equal(d_ids, r_ids)
-    np.testing.assert_allclose(d_val, r_val, rtol=0, atol=1e-5, err_msg="4 workers differ from one process")
-    assert np.abs(r_val).max() > 1e-3
 
 
 def test_prediction_reads_the_best_validation_checkpoint_unless_asked_for_the_last(

@@ -82,20 +82,6 @@ def params(run: gnntrain.Run) -> dict[str, torch.Tensor]:
     return dict(run.model.state_dict())
 
 
-def test_one_ray_worker_equals_single_process_bit_for_bit(ray_local: None, user_module: Any,
-                                                          tmp_path: Path) -> None:
-    g = make_graph(300, seed=1)
-    cfg = tiny_cfg(tmp_path, "train.epochs=2")
-    single = gnntrain.fit(cfg, model=user_module.graphconv, graph=g, single_process=True,
-                          progress=False, console=quiet())
-    dist = gnntrain.fit(cfg, model=user_module.graphconv, graph=g, progress=False, console=quiet())
-    a, b = params(single), params(dist)
-    assert a.keys() == b.keys() and any("convs.1" in k for k in a), sorted(a)
-    for k in a:
-        assert torch.equal(a[k], b[k]), f"{k} differs between 1 Ray worker and single-process"
-    assert single.summary["final"]["test_acc"] == dist.summary["final"]["test_acc"]
-
-
 def test_two_workers_one_step_equal_single_process(ray_local: None, user_module: Any,
                                                    tmp_path: Path) -> None:
     """All neighbours, SGD, one step over the same global batch; the model named by its
@@ -111,6 +97,20 @@ def test_two_workers_one_step_equal_single_process(ray_local: None, user_module:
     assert_params_close(b, a)
     fresh = build_model(user_module.graphconv, single.config.model, g.num_features, g.num_classes, 0)
     assert any(not torch.allclose(fresh.state_dict()[k], a[k]) for k in a), "the step moved nothing"
+
+
+def test_one_ray_worker_equals_single_process_bit_for_bit(ray_local: None, user_module: Any,
+                                                          tmp_path: Path) -> None:
+    g = make_graph(300, seed=1)
+    cfg = tiny_cfg(tmp_path, "train.epochs=2")
+    single = gnntrain.fit(cfg, model=user_module.graphconv, graph=g, single_process=True,
+                          progress=False, console=quiet())
+    dist = gnntrain.fit(cfg, model=user_module.graphconv, graph=g, progress=False, console=quiet())
+    a, b = params(single), params(dist)
+    assert a.keys() == b.keys() and any("convs.1" in k for k in a), sorted(a)
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{k} differs between 1 Ray worker and single-process"
+    assert single.summary["final"]["test_acc"] == dist.summary["final"]["test_acc"]
 
 
 def test_model_without_layer_is_evaluated_sampled_and_the_run_says_so(

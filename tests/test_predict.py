@@ -48,6 +48,8 @@ def _shard_ids(out: Path) -> np.ndarray:
     return np.concatenate([np.load(out / s.files["ids"].name) for s in m.shards])
 
 
+# The largest group first: the kept group of its run then serves the smaller runs below
+# (gnntrain.reuse_workers).
 def test_four_workers_predict_a_typed_graph_as_one_process(ray_local: None, tmp_path: Path) -> None:
     """R-GCN on a typed graph trained and predicted by 4 Ray workers (the typed partition
     set): the logits of every node equal single-process inference."""

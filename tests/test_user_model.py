@@ -82,6 +82,8 @@ def params(run: gnntrain.Run) -> dict[str, torch.Tensor]:
     return dict(run.model.state_dict())
 
 
+# The largest group first: the kept group of its run then serves the smaller runs below
+# (gnntrain.reuse_workers).
 def test_two_workers_one_step_equal_single_process(ray_local: None, user_module: Any,
                                                    tmp_path: Path) -> None:
     """All neighbours, SGD, one step over the same global batch; the model named by its

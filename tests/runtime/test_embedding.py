@@ -133,6 +133,8 @@ def tables_by_orig_id(summary: dict[str, Any]) -> tuple[np.ndarray, list[dict[st
     return out, states
 
 
+# The largest group first: the kept group of its run then serves the smaller runs below
+# (gnntrain.reuse_workers).
 @pytest.mark.parametrize(("workers", "optimizer", "lr"), [(4, "sparse_adagrad", 0.05), (2, "sgd", 50.0)])
 def test_k_workers_one_step_equals_single_process_with_embeddings(
         ray_local: None, tmp_path: Path, workers: int, optimizer: str, lr: float) -> None:

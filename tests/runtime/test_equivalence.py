@@ -21,6 +21,8 @@ from tests.runtime.helpers import (
 )
 
 
+# The largest group first: the kept group of its run then serves the smaller runs below
+# (gnntrain.reuse_workers).
 @pytest.mark.parametrize(("workers", "cache"), [(4, []),
                                                (4, ["sampler.cache.policy=degree", "sampler.cache.size=0.3"]),
                                                (2, [])])

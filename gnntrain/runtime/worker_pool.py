@@ -11,18 +11,18 @@ workers than a kept group has takes that group and runs in its first ranks (rank
 bundle r, as in a group of its own); the others wait in it, and the whole group goes back
 to the pool when the run ends, or on to the group of a recovery. A run of more workers
 than any kept group starts a group of its own, and so does a fault drill that ends workers
-(``faults``), which would end the waiting ranks with its group. Ray Tune's ``reuse_actors`` does the same
-for trainables, and a sweep's trial actor, reused by Tune for the next trial of the same
-resources, keeps its group in the trial's placement group for that trial
-(:meth:`WorkerPool.hold`).
+(``faults``), which would end the waiting ranks with its group. Ray Tune's
+``reuse_actors`` does the same for trainables, and a sweep's trial actor, reused by Tune
+for the next trial of the same resources, keeps its group in the trial's placement group
+for that trial (:meth:`WorkerPool.hold`).
 
 - A group that failed or was interrupted is always killed, never kept; a kept group that
   cannot load a run's part or config (bad data: the same error on every worker) goes back
-  to the pool, its workers sound. A group placed
-  on given nodes (a recovery's) is kept like any other; a recovery takes a kept group
-  only when its ranks sit on the nodes the recovery asks for. A group in a placement
-  group made by someone else (a Tune trial's) is taken only by a run in that same
-  placement group, and releasing it leaves the placement group to its owner.
+  to the pool, its workers sound. A group placed on given nodes (a recovery's) is kept
+  like any other; a recovery takes a kept group only when its ranks sit on the nodes the
+  recovery asks for. A group in a placement group made by someone else (a Tune trial's)
+  is taken only by a run in that same placement group, and releasing it leaves the
+  placement group to its owner.
 - Idle groups hold their placement group's CPUs and GPUs: a group of another shape that
   needs them releases idle groups first (oldest first), and leaving the outermost block
   releases all of them. Another driver on the same cluster, or Ray tasks this driver

@@ -117,6 +117,15 @@ class Survivors:
         self.actors, self.releasing, self.taken = {}, {}, None
 
 
+def _released(actors: list[Any], timeout_s: float = 30.0) -> list[int] | None:
+    """Ask ``actors`` to let go of their run (:meth:`WorkerActor.release`): their process
+    ids, or None if one does not within ``timeout_s`` (it is not kept then)."""
+    try:
+        return list(ray.get([a.release.remote() for a in actors], timeout=timeout_s))
+    except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
+        return None
+
+
 def spare_actors(taken: IdleGroup | None, world: int) -> list[Any]:
     """The actors of a larger kept group ``taken`` beyond the first ``world`` ranks, which
     wait in it while a group of ``world`` workers runs (:meth:`WorkerPool.take`)."""
@@ -420,10 +429,7 @@ class RayGroup(WorkerGroup):
         actors, self.actors = self.actors, []
         taken, self.taken = self.taken, None
         if self.healthy and POOL.active and actors:
-            try:
-                pids = ray.get([a.release.remote() for a in actors], timeout=30)
-            except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
-                pids = None
+            pids = _released(actors)
             if pids is not None and POOL.keep(self._idle(actors, pids, taken)):
                 return
         kill_group(actors + spare_actors(taken, self.world), self.pg)
@@ -431,11 +437,7 @@ class RayGroup(WorkerGroup):
     def _give_back(self, taken: IdleGroup) -> bool:
         """Return a kept group whose workers refused a run's input (they raised; each is
         sound) to the pool, once each has let go of what it loaded; False if one does not."""
-        try:
-            ray.get([a.release.remote() for a in self.actors], timeout=30)
-        except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
-            return False
-        return POOL.keep(taken)
+        return _released(self.actors) is not None and POOL.keep(taken)
 
     def _idle(self, actors: list[Any], pids: list[int], taken: IdleGroup | None) -> IdleGroup:
         """This group's released ``actors`` (processes ``pids``) as an idle group for the

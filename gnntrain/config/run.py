@@ -350,12 +350,6 @@ class FaultConfig(_FaultPoint):
                     "epoch-boundary checkpoint, so the next fault must lie in a later epoch)")
         return self
 
-    @property
-    def ends_workers(self) -> bool:
-        """Whether a fault injected here ends a worker (``raise``, ``exit``, ``stall``, or a
-        schedule); ``slow`` and ``busy`` do not."""
-        return self.kind in ("raise", "exit", "stall") or bool(self.schedule)
-
     def points(self) -> list[tuple[str, _FaultPoint]]:
         """(config path, fault) of every fault this section injects."""
         single = [] if self.kind == "none" else [("faults", self)]

@@ -314,7 +314,9 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
     """Train on Ray; when a worker fails, start a new group from the last checkpoint and go
     on, up to ``train.max_failures`` times. The new group keeps the failed one's other
     workers when their nodes are all still there (``cluster.keep_survivors``,
-    :meth:`RayGroup.salvage`) and starts new actors for the rest. Every rank goes back to
+    :meth:`RayGroup.salvage`) and starts new actors for the rest; past the limit, inside
+    :func:`~gnntrain.runtime.worker_pool.reuse_workers`, they go back to the pool
+    (:meth:`Survivors.keep`). Every rank goes back to
     its node; the ranks of a node that left the cluster go to a new node or, with
     ``cluster.on_worker_loss=shrink``, to a surviving one (:func:`place`). With a given
     ``placement`` every group takes its bundles again. Returns the fit, the failures and,
@@ -322,11 +324,13 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
     ``staging``: per group started, each rank's node, files copied and files reused)."""
     from gnntrain.runtime.placement import alive_nodes, place
     from gnntrain.runtime.ray_group import PlacementError, RayGroup, Survivors, WorkerFailure
+    from gnntrain.runtime.worker_pool import POOL
 
     failures: list[dict[str, Any]] = []
     staging: list[dict[str, Any]] = []
     nodes: list[str] | None = None  # the node of every rank, once a group has started
     survivors: Survivors | None = None  # the failed group's sound workers, for the next group
+    gave_up = False  # failed beyond train.max_failures: the survivors go back to the pool
     try:
         while True:
             t_start = time.monotonic()
@@ -362,7 +366,11 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                 reason = user_error(e.cause)
                 if reason is not None:  # the same data fails the same way on every attempt
                     raise WorkerUserError(f"worker {e.rank} ({e.phase}): {reason}") from e
-                if len(failures) >= cfg.train.max_failures:
+                gave_up = len(failures) >= cfg.train.max_failures
+                if (group is not None and (POOL.active if gave_up else cfg.cluster.keep_survivors)
+                        and 0 <= e.rank < len(group.actors) and set(group.nodes) <= set(alive_nodes())):
+                    survivors = group.salvage(e.rank)
+                if gave_up:
                     raise
                 failed_at = len(run.metrics())
                 ckpt = load_latest(run)
@@ -375,14 +383,13 @@ def _fit_with_recovery(cfg: RunConfig, run: RunDir, part_path: str, workers: int
                                  "epochs_redone": failed_at - start_epoch, "_t_fail": time.monotonic()})
                 console.print(f"[yellow]worker {e.rank} failed during {e.phase}; recovering from epoch "
                               f"{start_epoch} ({len(failures)}/{cfg.train.max_failures})[/yellow]")
-                if (group is not None and cfg.cluster.keep_survivors and 0 <= e.rank < len(group.actors)
-                        and set(group.nodes) <= set(alive_nodes())):
-                    survivors = group.salvage(e.rank)
             finally:
                 if group is not None:
                     group.shutdown()
     finally:
-        if survivors is not None:  # the run ended (an error, an interrupt) before they were taken
+        if survivors is not None and gave_up:
+            survivors.keep()
+        elif survivors is not None:  # the run ended (an error, an interrupt) before they were taken
             survivors.discard()
 
 

@@ -10,15 +10,19 @@ runtime environment), which loads its own config and part into them. A run of fe
 workers than a kept group has takes that group and runs in its first ranks (rank r in
 bundle r, as in a group of its own); the others wait in it, and the whole group goes back
 to the pool when the run ends, or on to the group of a recovery. A run of more workers
-than any kept group starts a group of its own, and so does a fault drill that ends workers
-(``faults``), which would end the waiting ranks with its group. Ray Tune's
+than any kept group starts a group of its own. Ray Tune's
 ``reuse_actors`` does the same for trainables, and a sweep's trial actor, reused by Tune
 for the next trial of the same resources, keeps its group in the trial's placement group
 for that trial (:meth:`WorkerPool.hold`).
 
-- A group that failed or was interrupted is always killed, never kept; a kept group that
-  cannot load a run's part or config (bad data: the same error on every worker) goes back
-  to the pool, its workers sound. A group placed on given nodes (a recovery's) is kept
+- A run that fails for good (a worker died, raised or stalled, beyond ``train.max_failures``)
+  keeps its sound workers: the lost worker is killed, the others leave the failed run
+  (within :data:`~gnntrain.runtime.ray_group.SALVAGE_S`, as in a recovery) and go back to
+  the pool with the waiting ranks, as a group with a hole where the lost worker was (its
+  bundle still reserved); the next run that takes the group starts a new worker there. A
+  worker that does not let go in time is killed too (another hole). An interrupted group
+  (Ctrl-C) is killed, never kept. A kept group that cannot load a run's part or config
+  (bad data: the same error on every worker) goes back to the pool, its workers sound. A group placed on given nodes (a recovery's) is kept
   like any other; a recovery takes a kept group only when its ranks sit on the nodes the
   recovery asks for. A group in a placement group made by someone else (a Tune trial's)
   is taken only by a run in that same placement group, and releasing it leaves the
@@ -50,13 +54,15 @@ places itself)."""
 
 @dataclass
 class IdleGroup:
-    """A kept group's actors and placement group, and the resources they hold."""
+    """A kept group's actors and placement group, and the resources they hold. A group kept
+    after a failure has holes: None in ``actors`` and ``pids`` where a worker was lost, its
+    bundle still reserved; the run that takes the group starts a new actor there."""
 
     key: GroupKey
-    actors: list[Any]
+    actors: list[Any]  # by rank; None for a hole
     pg: Any  # None in a placement group made by someone else
-    pids: list[int]
-    nodes: list[str]  # the node of every rank
+    pids: list[int | None]  # by rank; None for a hole
+    nodes: list[str]  # the node of every rank's bundle
 
     @property
     def cpus(self) -> float:
@@ -89,11 +95,13 @@ def group_key(world: int, cpus: list[float], gpus: float, runtime_env: dict[str,
 
 
 def kill_group(actors: list[Any], pg: Any) -> None:
-    """Kill ``actors`` and remove ``pg``; what is already gone is skipped."""
+    """Kill ``actors`` and remove ``pg``; what is already gone (or a hole, None) is skipped."""
     import ray
     from ray.util.placement_group import remove_placement_group
 
     for a in actors:
+        if a is None:  # a hole of a kept group
+            continue
         try:
             ray.kill(a, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
@@ -181,7 +189,7 @@ class WorkerPool:
 
     def pids(self) -> set[int]:
         """The process ids of the idle workers."""
-        return {p for g in self.idle for p in g.pids}
+        return {p for g in self.idle for p in g.pids if p is not None}
 
 
 POOL = WorkerPool()

@@ -23,7 +23,7 @@ from tests.runtime.helpers import tiny_cfg
 
 def unkept_workers() -> list[psutil.Process]:
     """This process's worker processes, but for the idle ones kept for reuse (:func:`kept_groups`)."""
-    kept = {p for g in kept_groups() for p in g.pids}
+    kept = {p for g in kept_groups() for p in g.pids if p is not None}
     return [p for p in worker_processes() if p.pid not in kept]
 
 
@@ -55,7 +55,7 @@ def live_ray_leftovers(timeout_s: float = 20.0) -> dict[str, list[str]]:
     from ray._private import state
 
     deadline = time.monotonic() + timeout_s
-    kept_actors = {a._actor_id.hex() for g in kept_groups() for a in g.actors}
+    kept_actors = {a._actor_id.hex() for g in kept_groups() for a in g.actors if a is not None}
     kept_pgs = {g.pg.id.hex() for g in kept_groups() if g.pg is not None}
     while True:
         actors = [f"{a['ActorClassName']} {a['State']}" for a in state.actors().values()
@@ -70,7 +70,7 @@ def live_ray_leftovers(timeout_s: float = 20.0) -> dict[str, list[str]]:
 
 def assert_nothing_left() -> None:
     """No worker process, worker actor or placement group of a finished run remains, but
-    for the idle groups of clean runs kept for reuse (a failed group is never kept:
+    for the idle groups kept for reuse (a failed run's sound workers among them:
     tests/runtime/test_worker_pool.py)."""
     assert wait_no_workers() == [], "worker processes left behind"
     assert live_ray_leftovers() == {"actors": [], "placement_groups": []}

@@ -1,7 +1,7 @@
 """Worker actors kept between runs (:func:`gnntrain.reuse_workers`): a kept worker trains
 bit for bit like a fresh one, a run of fewer workers runs in a larger kept group, a group
-of another shape frees the resources idle ones hold, a failed group is never kept, and
-nothing is kept outside the block."""
+of another shape frees the resources idle ones hold, a failed run's sound workers are kept
+(with a hole the next run fills), and nothing is kept outside the block."""
 
 from __future__ import annotations
 
@@ -53,13 +53,15 @@ def test_kept_worker_trains_like_a_fresh_one_and_gives_way_to_another_shape(own_
     assert wait_dead(set(kept.pids)) == set(), "the idle group outlived its release"
 
 
-def test_recovery_in_a_larger_group_keeps_it_and_a_failed_group_is_never_kept(own_pool: float,
-                                                                             tmp_path: Path) -> None:
+def test_recovery_and_failure_in_a_larger_group_keep_its_sound_workers(own_pool: float,
+                                                                        tmp_path: Path) -> None:
     """A 2-worker run in the first ranks of a kept 3-worker group loses worker 1 (killed
     from outside in its second epoch) and recovers: only rank 1 starts anew, and the group
-    goes back whole (rank 0's and the waiting rank 2's processes the same). A fault drill
-    that ends a worker starts a group of its own size instead of taking the larger one,
-    and its failed group is never kept: nothing of it is left."""
+    goes back whole (rank 0's and the waiting rank 2's processes the same). A drill in the
+    same group whose worker 1 raises fails for good: worker 1 is killed and the group goes
+    back with a hole at rank 1, ranks 0 and 2 the same processes. The next 2-worker run
+    starts one worker, in the hole, and ends bit for bit where the recovered run did (a
+    recovery ends where an undisturbed run does); the group goes back whole."""
     run_training(tiny_cfg(tmp_path / "a", workers=3), graph=GRAPH, progress=False)
     [three] = POOL.idle
     runs = tmp_path / "b" / "runs"
@@ -73,18 +75,27 @@ def test_recovery_in_a_larger_group_keeps_it_and_a_failed_group_is_never_kept(ow
     killer = threading.Thread(target=kill_rank_1_in_epoch_1, daemon=True)
     killer.start()
     # every step of rank 1 takes half a second more: the run is still training at the kill
-    s = run_training(tiny_cfg(tmp_path / "b", "faults.kind=slow", "faults.rank=1", "faults.seconds=0.5",
-                              "train.epochs=3", "train.max_failures=1", workers=2), graph=GRAPH, progress=False)
+    recovered = run_training(tiny_cfg(tmp_path / "b", "faults.kind=slow", "faults.rank=1", "faults.seconds=0.5",
+                                      "train.epochs=3", "train.max_failures=1", workers=2),
+                             graph=GRAPH, progress=False)
     killer.join(timeout=5)
-    assert [f["restarted_ranks"] for f in s["failures"]] == [[1]], s["failures"]
+    assert [f["restarted_ranks"] for f in recovered["failures"]] == [[1]], recovered["failures"]
     [back] = POOL.idle
     assert back.key == three.key
     assert (back.pids[0], back.pids[2]) == (three.pids[0], three.pids[2]) and back.pids[1] != three.pids[1]
     fault = ("faults.kind=raise", "faults.rank=1", "faults.epoch=0", "faults.step=1")
     with pytest.raises(WorkerFailure):
         run_training(tiny_cfg(tmp_path / "c", *fault, workers=2), graph=GRAPH, progress=False)
-    assert POOL.idle == [back], "the drill took the kept group"
+    [holed] = POOL.idle
+    assert holed.key == three.key and holed.pids == [back.pids[0], None, back.pids[2]], holed.pids
+    assert wait_dead({p for p in back.pids if p is not None} - set(holed.pids)) == set(), "worker 1 outlived the drill"
     assert_nothing_left()
+    started = worker_actors_started()
+    filled = run_training(tiny_cfg(tmp_path / "d", "train.epochs=3", workers=2), graph=GRAPH, progress=False)
+    assert worker_actors_started() - started == 1, "a run in a group with a hole starts only the hole's worker"
+    [whole] = POOL.idle
+    assert None not in whole.pids and (whole.pids[0], whole.pids[2]) == (back.pids[0], back.pids[2])
+    assert_same_state(final_state(filled), final_state(recovered), world=2)
 
 
 def test_nothing_kept_outside_the_block(own_pool: float, tmp_path: Path,

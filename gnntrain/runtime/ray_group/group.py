@@ -26,7 +26,7 @@ from gnntrain.runtime.ray_group import actor
 from gnntrain.runtime.ray_group.stall import StallWatch, furthest_behind, position
 from gnntrain.runtime.worker import WorkerInfo
 from gnntrain.runtime.worker_errors import user_error
-from gnntrain.runtime.worker_pool import POOL, IdleGroup, group_key, kill_group
+from gnntrain.runtime.worker_pool import POOL, GroupKey, IdleGroup, group_key, kill_group
 from gnntrain.tasks import Task
 
 __all__ = ["SALVAGE_S", "STARTUP_S", "GivenPlacement", "PlacementError", "RayGroup", "Survivors", "WorkerFailure"]
@@ -80,11 +80,13 @@ class GivenPlacement:
 class Survivors:
     """The workers of a failed group other than the lost one (:meth:`RayGroup.salvage`), by
     rank, each leaving the failed run (``releasing``: its release call, due by
-    ``deadline``, monotonic), with the group's placement group and the failed call's
-    replies. The next group of the recovery starts new actors for the lost ranks at once,
-    takes each worker whose release returns in time (and loads the run into it again), and
-    replaces the others too."""
+    ``deadline``, monotonic), with the group's key and placement group and the failed
+    call's replies. The next group of the recovery starts new actors for the lost ranks at
+    once, takes each worker whose release returns in time (and loads the run into it
+    again), and replaces the others too; a run that fails for good puts them back in the
+    pool (:meth:`keep`)."""
 
+    key: GroupKey
     pg: Any  # None in a placement group made by someone else
     actors: dict[int, Any]
     releasing: dict[int, Any]
@@ -92,15 +94,16 @@ class Survivors:
     nodes: list[str]  # the node of every rank of the failed group
     unanswered: list[Any] = field(default_factory=list)
     taken: IdleGroup | None = None  # the larger kept group the failed one ran in (its other ranks wait)
+    pids: dict[int, int] = field(default_factory=dict)  # of the released workers, by rank
 
     def released(self) -> dict[int, Any]:
-        """The workers whose release returned by the deadline; the others are killed. The
-        failed call's replies are read then (those of a released worker are ready), so Ray
-        reports none of them as unhandled errors."""
+        """The workers whose release returned by the deadline (their process ids go to
+        ``pids``); the others are killed. The failed call's replies are read then (those of
+        a released worker are ready), so Ray reports none of them as unhandled errors."""
         taken: dict[int, Any] = {}
         for r, ref in self.releasing.items():
             try:
-                ray.get(ref, timeout=max(0.01, self.deadline - time.monotonic()))
+                self.pids[r] = ray.get(ref, timeout=max(0.01, self.deadline - time.monotonic()))
                 taken[r] = self.actors[r]
             except Exception:  # noqa: BLE001 - stuck or gone: replaced like the lost rank
                 kill_group([self.actors[r]], None)
@@ -110,6 +113,20 @@ class Survivors:
         self.actors, self.releasing = {}, {}
         return taken
 
+    def keep(self) -> None:
+        """For a run that fails for good: the workers that let go in time, with the waiting
+        ranks of a larger kept group, back to the pool (inside
+        :func:`~gnntrain.runtime.worker_pool.reuse_workers`) as a group with holes where the
+        lost worker and any that did not let go were; outside it, or with none left, kill
+        them and remove the placement group."""
+        world, taken = len(self.nodes), self.taken
+        sound = self.released()
+        group = idle_group(self.key, self.pg, [sound.get(r) for r in range(world)],
+                           [self.pids.get(r) for r in range(world)], self.nodes, taken)
+        self.taken = None
+        if not any(a is not None for a in group.actors) or not POOL.keep(group):
+            kill_group(group.actors, self.pg)
+
     def discard(self) -> None:
         """Kill them, and the waiting ranks of a larger kept group, and remove the placement
         group (the next group is placed elsewhere)."""
@@ -117,13 +134,27 @@ class Survivors:
         self.actors, self.releasing, self.taken = {}, {}, None
 
 
-def _released(actors: list[Any], timeout_s: float = 30.0) -> list[int] | None:
+def _released(actors: list[Any], timeout_s: float = 30.0) -> list[int | None] | None:
     """Ask ``actors`` to let go of their run (:meth:`WorkerActor.release`): their process
-    ids, or None if one does not within ``timeout_s`` (it is not kept then)."""
+    ids (None for a hole, None), or None if one does not within ``timeout_s`` (it is not
+    kept then)."""
+    live = [a for a in actors if a is not None]
     try:
-        return list(ray.get([a.release.remote() for a in actors], timeout=timeout_s))
+        pids = iter(ray.get([a.release.remote() for a in live], timeout=timeout_s))
     except Exception:  # noqa: BLE001 - a worker that cannot let go is not kept
         return None
+    return [None if a is None else next(pids) for a in actors]
+
+
+def idle_group(key: GroupKey, pg: Any, actors: list[Any], pids: list[int | None], nodes: list[str],
+               taken: IdleGroup | None) -> IdleGroup:
+    """The released ``actors`` (by rank, None for a hole) of a group of shape ``key`` as an
+    idle group for the pool: with the waiting ranks of the larger kept group ``taken`` it
+    ran in, if any."""
+    if taken is None:
+        return IdleGroup(key, list(actors), pg, list(pids), list(nodes))
+    w = len(actors)
+    return IdleGroup(taken.key, actors + taken.actors[w:], pg, pids + taken.pids[w:], nodes + taken.nodes[w:])
 
 
 def spare_actors(taken: IdleGroup | None, world: int) -> list[Any]:
@@ -177,14 +208,13 @@ class RayGroup(WorkerGroup):
         self.new_ranks: list[int] = []  # the ranks whose actor this group started
         self.unanswered: list[Any] = []  # replies of the call that failed
         # a kept group of this shape or a larger one, whose first ranks this group runs in
-        # (not for a drill whose faults end workers: they would end the waiting ranks too)
-        self.taken = (POOL.take(self.key, nodes, larger=not cfg.faults.ends_workers)
-                      if survivors is None else None)
+        self.taken = POOL.take(self.key, nodes) if survivors is None else None
         if self.taken is not None:
             self.pg, self.actors = self.taken.pg, self.taken.actors[:world]
+            kept = [r for r, a in enumerate(self.actors) if a is not None]  # the others are holes
             try:
-                self._get([a.load.remote(raw, part_path, r, world, model, task)
-                           for r, a in enumerate(self.actors)], "start-up")
+                self._get([self.actors[r].load.remote(raw, part_path, r, world, model, task) for r in kept],
+                          "start-up", ranks=kept)
             except WorkerFailure as e:  # a kept worker died or cannot load: start a new group
                 bad_input = user_error(e.cause) is not None
                 if not (bad_input and self._give_back(self.taken)):
@@ -200,6 +230,12 @@ class RayGroup(WorkerGroup):
                     POOL.make_room(sum(cpus), gpus * world)
                 self._start(raw, env, cpus, gpus, nodes, part_path, model, task)
                 self.new_ranks = list(range(world))
+            else:  # a new actor in each hole of the kept group, in the lost worker's bundle
+                self.new_ranks = [r for r, a in enumerate(self.actors) if a is None]
+                new = self._new_actors(raw, env, cpus, gpus, part_path, model, task, *self._bundles(),
+                                       self.new_ranks)
+                for r, a in zip(self.new_ranks, new, strict=True):
+                    self.actors[r] = a
             # an actor still being built (imports, loading its part) cannot answer: start-up
             # gets at least STARTUP_S
             up = max(self.stall_s, STARTUP_S)
@@ -279,10 +315,9 @@ class RayGroup(WorkerGroup):
         time for their ranks, the run loaded into them again; new actors for the rest."""
         self.pg, self.taken = survivors.pg, survivors.taken
         self.actors = list(survivors.actors.values())  # this group's now: killed with it should a start fail
-        pg, first = (self.pg, 0) if self.placement is None else (self.placement.pg, self.placement.first_bundle)
 
         def start(ranks: list[int]) -> dict[int, Any]:
-            actors = self._new_actors(raw, env, cpus, gpus, part_path, model, task, pg, first, ranks)
+            actors = self._new_actors(raw, env, cpus, gpus, part_path, model, task, *self._bundles(), ranks)
             self.actors += actors
             return dict(zip(ranks, actors, strict=True))
 
@@ -295,16 +330,20 @@ class RayGroup(WorkerGroup):
         self._get([self.actors[r].load.remote(raw, part_path, r, self.world, model, task) for r in kept],
                   "start-up", ranks=kept)
 
+    def _bundles(self) -> tuple[Any, int]:
+        """The placement group rank r's bundle ``first + r`` is in, and ``first``."""
+        return (self.pg, 0) if self.placement is None else (self.placement.pg, self.placement.first_bundle)
+
     def salvage(self, lost: int, timeout_s: float = SALVAGE_S) -> Survivors | None:
         """After worker ``lost`` failed: kill it and ask the others to leave the run (each
         ends the call it was in once its peer is gone), for the group that replaces this one
-        (:class:`Survivors`: those that let go within ``timeout_s`` serve their ranks
-        again); None for a group without a placement group to keep."""
+        or for the pool (:class:`Survivors`: those that let go within ``timeout_s`` serve
+        their ranks again); None for a group without a placement group to keep."""
         if self.pg is None and self.placement is None:
             return None
         kill_group([self.actors[lost]], None)
         others = {r: a for r, a in enumerate(self.actors) if r != lost}
-        out = Survivors(self.pg, others, {r: a.release.remote() for r, a in others.items()},
+        out = Survivors(self.key, self.pg, others, {r: a.release.remote() for r, a in others.items()},
                         time.monotonic() + timeout_s, list(self.nodes), self.unanswered, self.taken)
         self.actors = [self.actors[lost]]
         self.pg, self.taken = None, None
@@ -430,7 +469,7 @@ class RayGroup(WorkerGroup):
         taken, self.taken = self.taken, None
         if self.healthy and POOL.active and actors:
             pids = _released(actors)
-            if pids is not None and POOL.keep(self._idle(actors, pids, taken)):
+            if pids is not None and POOL.keep(idle_group(self.key, self.pg, actors, pids, self.nodes, taken)):
                 return
         kill_group(actors + spare_actors(taken, self.world), self.pg)
 
@@ -438,12 +477,3 @@ class RayGroup(WorkerGroup):
         """Return a kept group whose workers refused a run's input (they raised; each is
         sound) to the pool, once each has let go of what it loaded; False if one does not."""
         return _released(self.actors) is not None and POOL.keep(taken)
-
-    def _idle(self, actors: list[Any], pids: list[int], taken: IdleGroup | None) -> IdleGroup:
-        """This group's released ``actors`` (processes ``pids``) as an idle group for the
-        pool: with the ranks beyond its own of the larger kept group it ran in, if any."""
-        if taken is None:
-            return IdleGroup(self.key, actors, self.pg, pids, list(self.nodes))
-        w = self.world
-        return IdleGroup(taken.key, actors + taken.actors[w:], self.pg, pids + taken.pids[w:],
-                         list(self.nodes) + taken.nodes[w:])

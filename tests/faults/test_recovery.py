@@ -81,13 +81,15 @@ def test_scheduled_faults_each_recover_to_the_undisturbed_state(undisturbed: dic
     assert_nothing_left()
 
 
-def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, Any],
+def test_worker_killed_from_outside_and_run_recovers(undisturbed: dict[str, Any], own_pool: float,
                                                       tmp_path: Path) -> None:
     """SIGKILL to a worker's PID mid-run: the coordinator notices, restarts, finishes.
 
     The kill lands at a known point: worker 1 holds still at epoch 2 step 0 (a stall on the
     first attempt only), so once the epoch-2 checkpoint exists the run cannot move on
-    before the kill, and the recovery restarts from epoch 2."""
+    before the kill, and the recovery restarts from epoch 2. The session's kept groups are
+    held aside (``own_pool``): the run starts a group of its own, so the worker processes
+    not kept are this run's (in a larger kept group the killer could pick a waiting rank)."""
     cfg = cfg_with(tmp_path, "train.max_failures=1", "faults.kind=stall", "faults.rank=1",
                    "faults.epoch=2", "faults.step=0", "cluster.keep_survivors=false")
     killed: list[int] = []

@@ -120,7 +120,11 @@ class Survivors:
         lost worker and any that did not let go were; outside it, or with none left, kill
         them and remove the placement group."""
         world, taken = len(self.nodes), self.taken
-        sound = self.released()
+        try:
+            sound = self.released()
+        except BaseException:  # interrupted while they let go: none is kept
+            self.discard()
+            raise
         group = idle_group(self.key, self.pg, [sound.get(r) for r in range(world)],
                            [self.pids.get(r) for r in range(world)], self.nodes, taken)
         self.taken = None

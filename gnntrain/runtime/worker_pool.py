@@ -10,10 +10,10 @@ runtime environment), which loads its own config and part into them. A run of fe
 workers than a kept group has takes that group and runs in its first ranks (rank r in
 bundle r, as in a group of its own); the others wait in it, and the whole group goes back
 to the pool when the run ends, or on to the group of a recovery. A run of more workers
-than any kept group starts a group of its own. Ray Tune's
-``reuse_actors`` does the same for trainables, and a sweep's trial actor, reused by Tune
-for the next trial of the same resources, keeps its group in the trial's placement group
-for that trial (:meth:`WorkerPool.hold`).
+than any kept group starts a group of its own. Ray Tune's ``reuse_actors`` does the same
+for trainables, and a sweep's trial actor, reused by Tune for the next trial of the same
+resources, keeps its group in the trial's placement group for that trial
+(:meth:`WorkerPool.hold`).
 
 - A run that fails for good (a worker died, raised or stalled, beyond ``train.max_failures``)
   keeps its sound workers: the lost worker is killed, the others leave the failed run

@@ -139,9 +139,9 @@ class Survivors:
 
 
 def _released(actors: list[Any], timeout_s: float = 30.0) -> list[int | None] | None:
-    """Ask ``actors`` to let go of their run (:meth:`WorkerActor.release`): their process
-    ids (None for a hole, None), or None if one does not within ``timeout_s`` (it is not
-    kept then)."""
+    """Ask ``actors`` (by rank, None at a hole) to let go of their run
+    (:meth:`WorkerActor.release`): their process ids by rank (None at a hole), or None if one
+    does not within ``timeout_s`` (it is not kept then)."""
     live = [a for a in actors if a is not None]
     try:
         pids = iter(ray.get([a.release.remote() for a in live], timeout=timeout_s))

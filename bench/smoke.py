@@ -4,9 +4,9 @@
     python -m bench.smoke --only epoch,comm
 
 Each module (sampling, cache, partition, partition_scale, synthetic, epoch, precision, distdgl,
-workers, comm, faults, soak, embedding, typed, link, link_recipe, configs, and regress, the
-no-regression check against bench/baseline.json; a module that does not exist is listed as
-skipped) runs as ``python -m bench.<name> --smoke`` in its
+workers, comm, faults, soak, embedding, typed, link, link_recipe, configs, storage, gpu (on the
+CPU), and regress, the no-regression check against bench/baseline.json; a module that does
+not exist is listed as skipped) runs as ``python -m bench.<name> --smoke`` in its
 own process group (its own Ray instance, its own memory), with a time limit past which
 the group and every process of its tree are killed (``bench.harness.run_limited``, which
 bench.configs also runs the CLI with). Their output goes straight through; a summary table follows. A module fails when it exits non-zero
@@ -28,7 +28,7 @@ from bench.harness.runs import run_limited
 
 MODULES = ("sampling", "cache", "partition", "partition_scale", "synthetic", "epoch", "precision",
            "distdgl", "workers", "comm", "faults", "soak", "embedding", "typed", "link",
-           "link_recipe", "configs", "storage", "regress")
+           "link_recipe", "configs", "storage", "gpu", "regress")
 
 
 def command(name: str) -> list[str]:

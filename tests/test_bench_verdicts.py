@@ -20,6 +20,7 @@ import torch
 import bench.cache
 import bench.comm
 import bench.epoch
+import bench.gpu
 import bench.harness.paths
 import bench.partition
 import bench.sampling
@@ -46,6 +47,23 @@ def test_conclude_is_1_when_any_check_fails(capsys: pytest.CaptureFixture[str]) 
     assert conclude("x", [check("a", True), check("b holds", False, "measured 3")], out) == 1
     text = capsys.readouterr().out
     assert "FAILED check: b holds (measured 3)" in text and "1 of 2 correctness checks FAILED" in text
+
+
+# -- gpu -----------------------------------------------------------------------------------
+def test_gpu_checks_fail_when_a_draw_or_one_worker_trains_differently() -> None:
+    def row(mode: str, sampler: str, losses: list[float]) -> dict[str, Any]:
+        return {"graph": "small", "mode": mode, "precision": "fp32", "sampler": sampler, "epoch_s": 1.0,
+                "test_acc": 0.5, "losses": losses}
+
+    same = [row("single", "numba", [1.0, 0.5]), row("single", "torch", [1.0, 0.5]),
+            row("k=1", "numba", [1.0, 0.5]), row("k=1", "torch", [1.0, 0.5])]
+    checks = bench.gpu.compare(same, exact=True)
+    assert len(checks) == 4 and all(c.ok for c in checks)
+    off = [*same[:3], row("k=1", "torch", [1.0, 0.49])]
+    assert [c.name for c in bench.gpu.compare(off, exact=True) if not c.ok] == [
+        "small k=1 fp32: the torch draw trains as the numba draw",
+        "small fp32 torch: 1 worker trains as the single process"]
+    assert bench.gpu.compare(off, exact=False) == []  # on CUDA the differences are printed, not checked
 
 
 # -- cache ---------------------------------------------------------------------------------

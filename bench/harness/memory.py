@@ -10,7 +10,8 @@ the peaks the kernel keeps for this process and its waited-for children.
 
 psutil only (no Ray), so a runner imports it at no cost; which processes to sample comes
 from the caller (``gnntrain.runtime.ray_group.worker_processes`` for Ray workers, or
-:func:`tree`)."""
+:func:`tree`). :class:`DeviceMeter` is the same peak for a CUDA device's memory, from
+the driver (torch, imported only when one is made)."""
 
 from __future__ import annotations
 
@@ -178,3 +179,32 @@ def peak_rss(every_s: float = 0.25) -> AbstractContextManager[PeakMeter]:
     resident memory (``VmHWM``) while the block runs; yields the meter, whose ``by_pid``
     is {pid: (role, peak bytes)}."""
     return descendants_meter("VmHWM", role).polling(every_s)
+
+
+class DeviceMeter:
+    """The peak memory in use on a CUDA device by every process that shares it (the
+    driver's count, ``torch.cuda.mem_get_info``), above what was in use when the meter was
+    made: what a single process or a group of workers sharing one GPU holds at its peak.
+    This process's cached blocks are released first, so an earlier run's cache is not
+    counted as in use before the next."""
+
+    def __init__(self, device: int = 0) -> None:
+        import torch
+
+        torch.cuda.empty_cache()
+        self.device = device
+        free, total = torch.cuda.mem_get_info(device)
+        self.base = total - free
+        self.peak = 0
+
+    def sample(self) -> None:
+        import torch
+
+        free, total = torch.cuda.mem_get_info(self.device)
+        self.peak = max(self.peak, total - free - self.base)
+
+    @contextmanager
+    def polling(self, every_s: float) -> Iterator[DeviceMeter]:
+        """Sample every ``every_s`` seconds on a thread while the block runs; yields this meter."""
+        with polled(self.sample, every_s):
+            yield self

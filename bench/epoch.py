@@ -63,7 +63,7 @@ from bench.harness import peer
 from bench.harness.cli import bench_parser, csv_list
 from bench.harness.paths import OUT, bench_config, out_path
 from bench.harness.peer import dgl_state, run_peer
-from bench.harness.runs import drop_run, quiet, read_metrics, timed
+from bench.harness.runs import drop_run, quiet, read_metrics, steady_means, timed
 from bench.harness.system import loadavg, machine
 from bench.harness.verdict import Check, check, finish, majority_share
 from gnntrain.config import RunConfig
@@ -103,8 +103,7 @@ def run_ours(cfg: RunConfig, graph: Graph, *, label: str, single_process: bool =
     eps = read_metrics(s)
     drop_run(s, keep)
     tm = timed(eps)
-    epoch_s = float(np.mean([e["epoch_s"] for e in tm]))
-    split = {k: float(np.mean([e["time"][k] for e in tm])) for k in tm[0]["time"]}
+    epoch_s, split = steady_means(eps)
     return {"label": label, "epochs": len(eps), "timed_epochs": len(tm), "epoch_s": epoch_s,
             "epoch_s_all": [e["epoch_s"] for e in eps], "time_split": split,
             "wait_share": split["wait_s"] / epoch_s if epoch_s else float("nan"),

@@ -26,9 +26,9 @@ against fp32's, per mode.
 Correctness checks (the exit status, ``bench.harness.verdict``): on the CPU, where float
 sums are reproducible, the torch draw trains bit for bit as the numba draw (the same
 batches) and 1 worker as the single process (per-epoch losses equal); on CUDA both
-differences are printed (scatter sums there are not reproducible). PyG's own GPU loop
-(``NeighborLoader``) is run only where pyg-lib or torch-sparse imports; otherwise the output
-says why not. Without a CUDA device, ``--device cuda`` exits with status 2 and a message.
+differences are printed (scatter sums there are not reproducible). There is no PyG row:
+PyG's ``NeighborLoader`` needs pyg-lib or torch-sparse, which the GPU machine lacks, and
+the output says whether they import. Without a CUDA device, ``--device cuda`` exits with status 2 and a message.
 Record the figures in docs/benchmarks/gpu.md. JSON: bench/out/gpu[-smoke].json.
 """
 
@@ -46,7 +46,7 @@ from bench.epoch import SMOKE, WORKLOAD
 from bench.harness.cli import bench_parser, csv_list
 from bench.harness.memory import DeviceMeter
 from bench.harness.paths import bench_config, out_path
-from bench.harness.runs import quiet, read_metrics, timed
+from bench.harness.runs import quiet, read_metrics, steady_means
 from bench.harness.verdict import Check, check, finish
 
 #: ``dataset.synthetic`` overrides per ``--graph``
@@ -56,7 +56,6 @@ GRAPHS: dict[str, list[str]] = {
                  "dataset.synthetic.features=100", "dataset.synthetic.classes=47",
                  "dataset.synthetic.train_frac=0.08", "dataset.synthetic.val_frac=0.016"],
 }
-SPLIT = ("sample_s", "fetch_s", "compute_s", "sync_s", "wait_s")
 
 
 def pyg_loader_missing() -> str | None:
@@ -80,9 +79,7 @@ def run_mode(cfg: Any, graph: Any, *, mode: str, device: str) -> dict[str, Any]:
     with meter.polling(0.05) if meter is not None else nullcontext():
         s = run_training(cfg, graph=graph, single_process=mode == "single", progress=False, console=quiet())
     epochs = read_metrics(s)
-    steady = timed(epochs)
-    epoch_s = sum(e["epoch_s"] for e in steady) / len(steady)
-    split = {k: sum(e["time"][k] for e in steady) / len(steady) for k in SPLIT}
+    epoch_s, split = steady_means(epochs)
     return {"mode": mode, "epoch_s": epoch_s, "first_epoch_s": epochs[0]["epoch_s"],
             "time_split_s": split, "compute_share": split["compute_s"] / epoch_s if epoch_s else None,
             "device_peak_bytes": meter.peak if meter is not None else None,
@@ -92,10 +89,19 @@ def run_mode(cfg: Any, graph: Any, *, mode: str, device: str) -> dict[str, Any]:
 
 
 def compare(rows: list[dict[str, Any]], *, exact: bool) -> list[Check]:
-    """The ratio lines (torch draw / numba draw, bf16 / fp32, per mode), and on the CPU
-    the bit-for-bit checks."""
+    """The ratio lines (torch draw / numba draw, bf16 / fp32, per mode) and the equality of
+    per-epoch losses (the torch draw against the numba draw, 1 worker against the single
+    process): checks when ``exact`` (on the CPU), printed otherwise."""
     by = {(r["graph"], r["mode"], r["precision"], r["sampler"]): r for r in rows}
     checks = []
+
+    def same_losses(name: str, a: dict[str, Any], b: dict[str, Any]) -> None:
+        same, detail = a["losses"] == b["losses"], f"losses {a['losses']} vs {b['losses']}"
+        if exact:
+            checks.append(check(name, same, detail))
+        else:
+            print(f"{name}: {'yes' if same else 'no'} ({detail})")
+
     for (graph, mode, precision, sampler), r in by.items():
         for what, ref_key in ((f"{precision} / fp32", (graph, mode, "fp32", sampler)),
                               (f"{sampler} draw / numba draw", (graph, mode, precision, "numba"))):
@@ -104,27 +110,16 @@ def compare(rows: list[dict[str, Any]], *, exact: bool) -> list[Check]:
                 continue
             print(f"{graph} {mode} {precision} {sampler}: {what}: epoch {r['epoch_s'] / ref['epoch_s']:.2f}x, "
                   f"test accuracy {100 * (r['test_acc'] - ref['test_acc']):+.2f} points", flush=True)
-            if sampler != "numba" and ref["sampler"] == "numba":
-                same = r["losses"] == ref["losses"]
-                if exact:
-                    checks.append(check(f"{graph} {mode} {precision}: the {sampler} draw trains as the numba draw",
-                                        same, f"losses {r['losses']} vs {ref['losses']}"))
-                else:
-                    print(f"  per-epoch losses {'equal' if same else 'differ'}: {r['losses']} vs {ref['losses']}")
+            if ref["sampler"] != sampler:
+                same_losses(f"{graph} {mode} {precision}: the {sampler} draw trains as the numba draw", r, ref)
         single = by.get((graph, "single", precision, sampler))
         if mode == "k=1" and single is not None:
-            same = r["losses"] == single["losses"]
-            if exact:
-                checks.append(check(f"{graph} {precision} {sampler}: 1 worker trains as the single process",
-                                    same, f"losses {r['losses']} vs {single['losses']}"))
-            else:
-                print(f"{graph} {precision} {sampler}: 1 worker / single process per-epoch losses "
-                      f"{'equal' if same else 'differ'}: {r['losses']} vs {single['losses']}")
+            same_losses(f"{graph} {precision} {sampler}: 1 worker trains as the single process", r, single)
     return checks
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = bench_parser(__doc__, smoke="a 3k-node graph on the CPU, 1 worker, both draws (seconds)")
+    ap = bench_parser(__doc__, smoke="a 3k-node graph on the CPU: single process and 1 worker, both draws (seconds)")
     ap.add_argument("--graph", default="small", help=f"comma-separated: {', '.join(GRAPHS)}")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="train.device")
     ap.add_argument("--epochs", type=int, default=3)
@@ -136,14 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.smoke:
         args.graph, args.device, args.epochs, args.modes, args.precision = "small", "cpu", 2, "single,1", "fp32"
-    graphs = csv_list(args.graph)
-    bad = [m for m in csv_list(args.modes) if m != "single" and not (m.isdigit() and int(m) > 0)]
-    if bad:
-        ap.error(f"--modes: {bad} are neither 'single' nor a worker count")
-    modes = ["single" if m == "single" else f"k={int(m)}" for m in csv_list(args.modes)]
+    graphs, modes = csv_list(args.graph), csv_list(args.modes)
     unknown = [g for g in graphs if g not in GRAPHS]
     if unknown:
         ap.error(f"--graph: unknown graph(s) {unknown}; known: {', '.join(GRAPHS)}")
+    bad = [m for m in modes if m != "single" and not (m.isdigit() and int(m) > 0)]
+    if bad:
+        ap.error(f"--modes: {bad} are neither 'single' nor a worker count")
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -161,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, built in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         for precision, sampler in itertools.product(csv_list(args.precision), csv_list(args.sampler)):
-            for mode in modes:
-                k = 1 if mode == "single" else int(mode[2:])
+            for m in modes:
+                mode, k = ("single", 1) if m == "single" else (f"k={m}", int(m))
                 cfg = base.with_overrides([f"cluster.workers={k}", f"partition.parts={k}",
                                            f"train.precision={precision}", f"sampler.backend={sampler}"])
                 row = {"graph": name, "precision": precision, "sampler": sampler,
@@ -170,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
     checks = compare(rows, exact=args.device == "cpu")
-    pyg = pyg_loader_missing()
-    print(f"PyG NeighborLoader on the {args.device}: " + (pyg or "importable, but bench.gpu has no PyG loop yet"))
-    return finish("gpu", checks, {"rows": rows, "pyg_loader": pyg or "importable"},
+    pyg = pyg_loader_missing() or "importable here, but bench.gpu has no PyG loop"
+    print(f"PyG NeighborLoader: {pyg}")
+    return finish("gpu", checks, {"rows": rows, "pyg_loader": pyg},
                   args.out or out_path("gpu", smoke=args.smoke))
 
 

@@ -10,9 +10,9 @@
 set -uo pipefail
 out=${OUT:-bench/out/gpu-check}
 mkdir -p "$out"
-site=/tmp/gpu-site
+site=$(mktemp -d)
 if [ -d .gpu ]; then
-    mkdir -p "$site" && tar -C "$site" -xJf .gpu/ray-site.tar.xz &&
+    tar -C "$site" -xJf .gpu/ray-site.tar.xz &&
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
             --target "$site" .gpu/wheels/*.whl || { echo "installing .gpu failed"; exit 1; }
 fi

@@ -1,6 +1,6 @@
 """Starting runs and reading them back: a command run with a time limit in its own process
 group (:func:`run_limited`), a training run's per-epoch metrics (:func:`read_metrics`), its
-steady-state epochs (:func:`timed`), and a console that keeps ``run_training``'s summary
+steady-state epochs (:func:`timed`) and their mean times (:func:`steady_means`), and a console that keeps ``run_training``'s summary
 table off the terminal (:func:`quiet`)."""
 
 from __future__ import annotations
@@ -39,6 +39,14 @@ def read_metrics(summary: dict[str, Any]) -> list[dict[str, Any]]:
 def timed(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The steady-state epochs: every epoch after the first (all when there is one)."""
     return epochs[1:] if len(epochs) > 1 else epochs
+
+
+def steady_means(epochs: list[dict[str, Any]]) -> tuple[float, dict[str, float]]:
+    """The mean epoch time and the mean of each part of the time split (``time``) over the
+    steady-state epochs (:func:`timed`)."""
+    tm = timed(epochs)
+    return (sum(e["epoch_s"] for e in tm) / len(tm),
+            {k: sum(e["time"][k] for e in tm) / len(tm) for k in tm[0]["time"]})
 
 
 def drop_run(summary: dict[str, Any], keep: bool) -> None:

@@ -1,7 +1,8 @@
 """Fast neighbour sampling, mini-batch blocks and remote-feature caches.
 
 Data path: a :class:`GraphSource` (``CSRSource`` over a whole graph or one partition;
-``TorchCSRSource``: the same draws in torch ops on a device)
+``TorchCSRSource``: the same draws in torch ops on a device, where the sampler then runs
+every hop)
 -> :class:`NeighborSampler` -> :class:`SampledBatch` (structure) -> :func:`prepare`
 -> :class:`PreparedBatch` (features + labels); a link task's negatives come from a
 :class:`NegativeSampler` configured by :class:`NegativeSampling`. Imports ``partition`` (the canonical
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from samplers.base import GraphSource, Neighbors, SamplerError
+from samplers.base import DeviceNeighbors, GraphSource, Neighbors, SamplerError
 from samplers.config import CacheConfig, SamplerConfig
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from samplers.neighbor import NeighborSampler
 
 __all__ = [
-    "AccessCounts", "Block", "CSRSource", "CacheConfig", "CacheStats",
+    "AccessCounts", "Block", "CSRSource", "CacheConfig", "CacheStats", "DeviceNeighbors",
     "FIFOCache", "FeatureCache", "GraphSource", "LRUCache", "NegativeSampler", "NegativeSampling",
     "NeighborSampler", "Neighbors",
     "PreparedBatch", "PygAdj", "SampledBatch", "SamplerConfig", "SamplerError", "StaticCache",

@@ -81,10 +81,11 @@ class Block:
                      move(self.edge_rel))
 
     def pin_memory(self) -> Block:
+        """Page-locked copies of the tensors on the host (those already on a device stay)."""
         def pin(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.pin_memory()
+            return None if t is None else _pinned(t)
 
-        return Block(self.edge_index.pin_memory(), self.num_src, self.num_dst, pin(self.indptr),
+        return Block(_pinned(self.edge_index), self.num_src, self.num_dst, pin(self.indptr),
                      pin(self.src_deg), pin(self.src_type), pin(self.edge_rel))
 
 
@@ -134,6 +135,11 @@ class PreparedBatch:
         return PreparedBatch(self.x.to(device, non_blocking=non_blocking),
                              self.y.to(device, non_blocking=non_blocking),
                              [b.to(device, non_blocking) for b in self.blocks], self.seeds)
+
+
+def _pinned(t: torch.Tensor) -> torch.Tensor:
+    """A page-locked copy of a host tensor; a tensor on a device as it is."""
+    return t.pin_memory() if t.device.type == "cpu" else t
 
 
 def _as_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:

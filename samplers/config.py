@@ -88,7 +88,8 @@ class SamplerConfig(BaseModel):
     backend: Literal["numba", "torch"] = Field(
         "numba", description="how a worker draws its own rows' neighbours: numba kernels on the host, "
         "or torch ops on the training device (train.device; a GPU when it is cuda): the same "
-        "neighbours either way (samplers/device.py); weighted sampling is numba only")
+        "neighbours either way (samplers/device.py); a worker that owns every node (one "
+        "process) then runs every hop there, relabelling included; weighted sampling is numba only")
     shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")
     seed_order: Literal["random", "locality"] = Field(

@@ -19,7 +19,8 @@ The answer is therefore the numba kernel's, neighbour for neighbour and in the s
 (``tests/samplers/test_device.py`` checks it on CPU tensors, block for block through
 :class:`~samplers.NeighborSampler`, untyped and typed, with and without excluded edges;
 a training run with ``sampler.backend: torch`` ends bit for bit where ``numba`` does).
-Relabelling into blocks stays in the numba sampler on the host; weighted sampling has no
+:meth:`TorchCSRSource.draw_on_device` keeps the answer on the device, where the sampler
+then relabels it into blocks (:mod:`samplers.device_neighbor`); weighted sampling has no
 torch draw and is refused. Floyd's steps cost ``O(fanout)`` each per seed, so a hop costs
 ``O(seeds x fanout^2)`` element operations (the numba kernel: ``O(seeds x fanout)`` with
 its hash set above 32).
@@ -32,8 +33,9 @@ import warnings
 import numpy as np
 import torch
 
-from samplers.base import Neighbors, SamplerError
-from samplers.local import CSRSource, RowWeights
+from samplers import _kernels as K
+from samplers.base import DeviceNeighbors, Fanout, Neighbors, SamplerError
+from samplers.local import CSRSource, check_fanout, check_ids
 
 __all__ = ["TorchCSRSource", "draw_uniform"]
 
@@ -120,8 +122,11 @@ def _floyd(state: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
 
 class TorchCSRSource(CSRSource):
     """A :class:`~samplers.CSRSource` whose draws run in torch ops on ``device`` (the
-    CSR's arrays are copied there once, on first use): the same neighbours, in the same
-    order, for every fanout, typed or not. Answers are numpy arrays, as the protocol says."""
+    CSR's arrays, and a typed source's per-relation rows, are copied there once, on first
+    use): the same neighbours, in the same order, for every fanout, typed or not.
+    :meth:`sample_neighbors` answers numpy arrays, as the protocol says;
+    :meth:`draw_on_device` keeps them on the device, so a sampler over this source runs
+    every hop there (:mod:`samplers.device_neighbor`)."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, *, device: torch.device | str = "cpu",
                  row_offset: int = 0, num_nodes: int | None = None, edge_rel: np.ndarray | None = None,
@@ -151,10 +156,45 @@ class TorchCSRSource(CSRSource):
             self._on_device[id(arr)] = got
         return got[1]
 
-    def _draw(self, indptr: np.ndarray, values: np.ndarray, seeds: np.ndarray, fanout: int,
-              replace: bool, key: int, weights: RowWeights | None) -> Neighbors:
-        assert weights is None  # refused when the source is built
-        counts, out = draw_uniform(self._tensor(indptr), self._tensor(values),
-                                   torch.from_numpy(np.ascontiguousarray(seeds)).to(self.device),
-                                   self.row_offset, fanout, replace, key)
-        return Neighbors(counts=counts.cpu().numpy(), nbrs=out.cpu().numpy())
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool,
+                         key: int) -> Neighbors:
+        fanout = check_fanout(fanout)
+        seeds = check_ids(seeds, self.row_offset, self.row_offset + self.n_rows, "seeds")
+        got = self.draw_on_device(torch.from_numpy(seeds).to(self.device), fanout, replace=replace, key=key)
+        return Neighbors(counts=got.counts.cpu().numpy(), nbrs=got.nbrs.cpu().numpy(),
+                         rels=None if got.rels is None else got.rels.cpu().numpy())
+
+    def draw_on_device(self, seeds: torch.Tensor, fanout: Fanout, *, replace: bool,
+                       key: int) -> DeviceNeighbors:
+        """What :meth:`CSRSource.sample_neighbors` draws, on the device: ``seeds`` int64 ids
+        of this source's rows there (not checked: the sampler gives ids it checked or drew)."""
+        indptr = self._tensor(self.indptr)
+        if isinstance(fanout, tuple):
+            return self._per_relation(seeds, fanout, replace, key)
+        if self.edge_rel is None:
+            counts, nbrs = draw_uniform(indptr, self._tensor(self.indices), seeds, self.row_offset, fanout,
+                                        replace, key)
+            return DeviceNeighbors(counts, nbrs)
+        # typed: draw edge positions (the same draw), then read neighbour and relation
+        counts, pos = draw_uniform(indptr, self._tensor(self._positions()), seeds, self.row_offset, fanout,
+                                   replace, key)
+        return DeviceNeighbors(counts, self._tensor(self.indices)[pos], self._tensor(self.edge_rel)[pos])
+
+    def _per_relation(self, seeds: torch.Tensor, fanout: tuple[int, ...], replace: bool,
+                      key: int) -> DeviceNeighbors:
+        """Each relation's own draw, then per seed the relations in id order (as the numba
+        source composes them)."""
+        by_rel, edge_rel = self._relations_for(fanout)
+        rows, picks = [], []
+        for r, rr in enumerate(by_rel):
+            if fanout[r] == 0:
+                continue
+            counts, pos = draw_uniform(self._tensor(rr.indptr), self._tensor(rr.positions), seeds,
+                                       self.row_offset, fanout[r], replace, K.mix_key(key, 0x4E1, r))
+            rows.append(torch.repeat_interleave(torch.arange(seeds.shape[0], device=self.device), counts))
+            picks.append(pos)
+        row_all = torch.cat(rows)
+        order = torch.sort(row_all, stable=True).indices  # per seed, relations in id order
+        pos_all = torch.cat(picks)[order]
+        counts = torch.bincount(row_all, minlength=int(seeds.shape[0]))
+        return DeviceNeighbors(counts, self._tensor(self.indices)[pos_all], self._tensor(edge_rel)[pos_all])

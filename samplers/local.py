@@ -212,13 +212,19 @@ class CSRSource(GraphSource):
             self._by_rel = built  # one assignment: safe when sampler threads race here
         return self._by_rel
 
-    def _sample_per_relation(self, seeds: np.ndarray, fanout: tuple[int, ...], replace: bool,
-                             key: int) -> Neighbors:
+    def _relations_for(self, fanout: tuple[int, ...]) -> tuple[list[_RelationRows], np.ndarray]:
+        """The per-relation rows a per-relation ``fanout`` draws from (one entry per
+        relation), and the relation of every edge."""
         if self.edge_rel is None or len(fanout) != self.num_relations:
             raise SamplerError(f"fanout={fanout!r}: a per-relation fanout needs a typed source "
                                f"with that many relations (this one has {self.num_relations})")
+        return self._relation_csrs(), self.edge_rel
+
+    def _sample_per_relation(self, seeds: np.ndarray, fanout: tuple[int, ...], replace: bool,
+                             key: int) -> Neighbors:
+        by_rel, edge_rel = self._relations_for(fanout)
         rows, picks = [], []
-        for r, rr in enumerate(self._relation_csrs()):
+        for r, rr in enumerate(by_rel):
             if fanout[r] == 0:
                 continue
             got = self._draw(rr.indptr, rr.positions, seeds, fanout[r], replace, K.mix_key(key, 0x4E1, r),
@@ -230,4 +236,4 @@ class CSRSource(GraphSource):
         pos_all = (np.concatenate(picks) if picks else np.empty(0, np.int64))[order]
         counts = np.bincount(row_all, minlength=seeds.size).astype(np.int64)
         return Neighbors(counts=counts, nbrs=self.indices[pos_all],
-                         rels=np.asarray(self.edge_rel[pos_all], dtype=np.int64))
+                         rels=np.asarray(edge_rel[pos_all], dtype=np.int64))

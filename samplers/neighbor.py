@@ -9,7 +9,9 @@ and one ``input_nodes`` array names every node of the batch.
 The global-to-local map is a dense int32 array per thread that is -1 everywhere outside
 the batch (reset cost O(nodes touched), not O(N)); graphs above ``dense_limit`` nodes use
 an open-addressing hash table instead. Both live in nogil numba kernels, so
-:meth:`NeighborSampler.iter_batches` samples batches on several threads at once.
+:meth:`NeighborSampler.iter_batches` samples batches on several threads at once. Over a
+source that draws on a device (``source.device``) the same loop runs there instead
+(:mod:`samplers.device_neighbor`), with the same result.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from samplers import _kernels as K
 from samplers.base import Fanout, GraphSource, SamplerError
 from samplers.batch import Block, SampledBatch
 from samplers.config import SamplerConfig
+from samplers.device_neighbor import DeviceScratch, sample_on_device
 from samplers.edge_keys import contains, pair_keys
 from samplers.local import check_fanout, check_ids
 
@@ -100,6 +103,7 @@ class NeighborSampler:
         self.num_nodes = int(source.num_nodes)
         self._dense = relabel == "dense" or (relabel == "auto" and self.num_nodes <= DENSE_LIMIT)
         self._tls = threading.local()
+        self._device_scratch = DeviceScratch(self.num_nodes)
 
     @classmethod
     def from_config(cls, source: GraphSource, cfg: SamplerConfig) -> NeighborSampler:
@@ -124,6 +128,9 @@ class NeighborSampler:
         """
         seeds = check_ids(seeds, 0, self.num_nodes, "seeds").copy()
         banned = self._edge_keys(exclude)
+        if self.source.device is not None:  # every hop on the source's device
+            return sample_on_device(self.source, self.fanouts, self.replace, self._device_scratch, seeds,
+                                    banned, [K.mix_key(key, hop) for hop in range(len(self.fanouts))])
         sc = self._scratch()
         sc.reserve(0, seeds.size)
         if sc.dense:

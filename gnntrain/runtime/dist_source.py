@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from gnntrain.runtime.codec import Encoded, TypedReply, decode, decode_typed
 from gnntrain.runtime.comm import wire_bytes
 from gnntrain.runtime.routing import PartitionPolicy
 from partition.feature_rows import TypedRows
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
-from samplers.base import Fanout
+from samplers.base import DeviceNeighbors, Fanout
 
 
 @dataclass
@@ -32,13 +33,23 @@ class SampleStats:
 
 
 class DistGraphSource(GraphSource):
-    """Owned rows sampled locally, the rest asked of their owners (one request per owner)."""
+    """Owned rows sampled locally, the rest asked of their owners (one request per owner).
+
+    A worker that owns every node (one process) and whose local source draws on a device
+    has that ``device`` too: the sampler then runs its hops there (:meth:`draw_on_device`)."""
 
     def __init__(self, local: CSRSource, policy: PartitionPolicy) -> None:
         self.local = local
         self.policy = policy
         self.num_nodes = policy.num_nodes
         self.stats = SampleStats()
+        if policy.start == 0 and policy.stop == policy.num_nodes:
+            self.device = local.device
+
+    def draw_on_device(self, seeds: torch.Tensor, fanout: Fanout, *, replace: bool,
+                       key: int) -> DeviceNeighbors:
+        self.stats.local_frontier += int(seeds.shape[0])
+        return self.local.draw_on_device(seeds, fanout, replace=replace, key=key)
 
     def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
         route = self.policy.route(seeds)

@@ -2,12 +2,14 @@
 here on CPU tensors (the same ops run on a GPU). Equal neighbour for neighbour, in the same
 order, to :class:`~samplers.CSRSource` for every kind of draw; equal block for block through
 the sampler, untyped and typed, with and without excluded target edges; a training run ends
-bit for bit where the numba run does, one process and two workers."""
+bit for bit where the numba run does, one process (every hop on the device) and two
+workers (the torch draw, relabelled on the host)."""
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +24,8 @@ from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.tasks import NodeClassification
 from partition import build_partition_set
 from partition.graph import Graph
-from samplers import CSRSource, NeighborSampler, SamplerError
+from samplers import CSRSource, GraphSource, Neighbors, NeighborSampler, SamplerError
+from samplers.base import Fanout
 from samplers.device import TorchCSRSource
 from tests.conftest import make_graph
 from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
@@ -83,12 +86,31 @@ def test_typed_draws_equal_the_numba_kernels(typed: Graph, fanout: int | tuple[i
               ref.sample_neighbors(seeds, fanout, replace=replace, key=key))
 
 
+class _HostLoop(GraphSource):
+    """A source's draws without its device: the sampler relabels on the host."""
+
+    def __init__(self, source: GraphSource) -> None:
+        self.source = source
+        self.num_nodes = source.num_nodes
+
+    def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
+        return self.source.sample_neighbors(seeds, fanout, replace=replace, key=key)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("loop", ["device", "host"])
 @pytest.mark.parametrize("graph", ["hubs", "typed"])
-def test_blocks_equal_with_and_without_excluded_edges(graph: str, request: pytest.FixtureRequest) -> None:
+def test_blocks_equal_with_and_without_excluded_edges(graph: str, loop: str, device: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    """Every hop on the device (draw, excluded edges dropped, relabelling, blocks), or the
+    torch draw under the host's relabelling (what a worker of several does): the numba
+    sampler's batch, block for block."""
     g: Graph = request.getfixturevalue(graph)
     fanouts = [10, 5, 3] if graph == "hubs" else [(4, 2, 2, 1, 3, 2, 1, 1), 6]
     ref = NeighborSampler(CSRSource.from_graph(g), fanouts)
-    dev = NeighborSampler(TorchCSRSource.of(CSRSource.from_graph(g), "cpu"), fanouts)
+    torch_source = TorchCSRSource.of(CSRSource.from_graph(g), device)
+    dev = NeighborSampler(torch_source if loop == "device" else _HostLoop(torch_source), fanouts)
+    on = torch.device(device) if loop == "device" else torch.device("cpu")
     rng = np.random.default_rng(2)
     src, dst = g.edge_index()
     for b in range(4):
@@ -96,26 +118,59 @@ def test_blocks_equal_with_and_without_excluded_edges(graph: str, request: pytes
         pick = rng.choice(src.size, 200, replace=False)
         exclude = None if b % 2 == 0 else np.stack([np.r_[src[pick], dst[pick]], np.r_[dst[pick], src[pick]]], 1)
         want, got = ref.sample(seeds, key=b, exclude=exclude), dev.sample(seeds, key=b, exclude=exclude)
-        assert np.array_equal(got.input_nodes, want.input_nodes)
+        assert isinstance(got.input_nodes, np.ndarray) and np.array_equal(got.input_nodes, want.input_nodes)
         assert got.num_sampled_edges == want.num_sampled_edges > 0
+        if exclude is not None:  # some sampled edges were excluded
+            assert got.num_sampled_edges < ref.sample(seeds, key=b).num_sampled_edges
         for x, y in zip(got.blocks, want.blocks, strict=True):
             assert (x.num_src, x.num_dst) == (y.num_src, y.num_dst)
-            assert torch.equal(x.edge_index, y.edge_index) and torch.equal(x.indptr, y.indptr)
+            assert x.edge_index.device.type == on.type and x.indptr is not None
+            assert torch.equal(x.edge_index.cpu(), y.edge_index) and torch.equal(x.indptr.cpu(), y.indptr)
             assert (x.edge_rel is None) == (graph == "hubs")
             if x.edge_rel is not None:
-                assert torch.equal(x.edge_rel, y.edge_rel)
+                assert torch.equal(x.edge_rel.cpu(), y.edge_rel)
 
 
-def test_a_single_process_run_ends_as_the_numba_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    draws: list[int] = []
-    torch_draw = TorchCSRSource._draw
-    monkeypatch.setattr(TorchCSRSource, "_draw", lambda self, *a: draws.append(1) or torch_draw(self, *a))
+def test_the_device_loop_refuses_repeated_seeds_and_leaves_its_map_clean(hubs: Graph) -> None:
+    sampler = NeighborSampler(TorchCSRSource.of(CSRSource.from_graph(hubs), "cpu"), [5, 5])
+    ref = NeighborSampler(CSRSource.from_graph(hubs), [5, 5])
+    with pytest.raises(SamplerError, match="seeds: node 9 appears more than once"):
+        sampler.sample(np.array([3, 9, 4, 9, 3]), key=1)
+    seeds = np.array([9, 3, 4, 100])
+    got, want = sampler.sample(seeds, key=1), ref.sample(seeds, key=1)
+    assert np.array_equal(got.input_nodes, want.input_nodes)
+    assert all(torch.equal(x.edge_index, y.edge_index) for x, y in zip(got.blocks, want.blocks, strict=True))
+    assert bool((sampler._device_scratch.local(torch.device("cpu")) == -1).all())  # reset after each batch
+
+
+def test_a_single_process_run_draws_every_hop_on_the_device_and_ends_as_the_numba_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"device": 0, "host": 0}
+
+    def count(name: str, method: Any) -> Any:
+        def counted(self: TorchCSRSource, *a: Any, **kw: Any) -> Any:
+            calls[name] += 1
+            return method(self, *a, **kw)
+        return counted
+
+    monkeypatch.setattr(TorchCSRSource, "draw_on_device", count("device", TorchCSRSource.draw_on_device))
+    monkeypatch.setattr(TorchCSRSource, "sample_neighbors", count("host", TorchCSRSource.sample_neighbors))
     g = make_graph(300, seed=5)
     runs = []
     for b in ("numba", "torch"):
         runs.append(run_training(tiny_cfg(tmp_path / b, f"sampler.backend={b}"), single_process=True, graph=g,
                                  progress=False))
-        assert bool(draws) == (b == "torch")  # the run drew with the backend it was given
+        # the torch run drew on the device, and nothing came back to the host between hops
+        assert (calls["device"] > 0, calls["host"]) == (b == "torch", 0)
+    assert_same_state(final_state(runs[1]), final_state(runs[0]))
+
+
+def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path) -> None:
+    """R-GCN on the MAG-shaped graph: relations and node types through the device loop."""
+    from tests.runtime.test_typed_training import GRAPH, typed_cfg
+
+    runs = [run_training(typed_cfg(tmp_path / b, f"sampler.backend={b}"), single_process=True, graph=GRAPH,
+                         progress=False) for b in ("numba", "torch")]
     assert_same_state(final_state(runs[1]), final_state(runs[0]))
 
 
@@ -131,6 +186,7 @@ def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: 
                               g.num_classes, cfg.model.arch, NodeClassification())
         try:
             assert all(isinstance(w.access.local, TorchCSRSource) == (b == "torch") for w in group.workers)
+            assert all(w.access.source.device is None for w in group.workers)  # peers' rows: the host loop
             res = fit(cfg, group, None, NodeClassification(), progress=False)
             states.append([w.model.state_dict() for w in group.workers])
             comm.append([(r["loss"], r["comm"]["by_category"]) for r in res.epochs])

@@ -127,9 +127,9 @@ class PreparedBatch:
         return int(self.seeds.shape[0])
 
     def pin_memory(self) -> PreparedBatch:
-        """Page-locked copies, so ``.to('cuda', non_blocking=True)`` overlaps compute."""
-        return PreparedBatch(self.x.pin_memory(), self.y.pin_memory(),
-                             [b.pin_memory() for b in self.blocks], self.seeds)
+        """Page-locked copies, so ``.to('cuda', non_blocking=True)`` overlaps compute (tensors
+        already on a device stay as they are)."""
+        return PreparedBatch(_pinned(self.x), _pinned(self.y), [b.pin_memory() for b in self.blocks], self.seeds)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> PreparedBatch:
         return PreparedBatch(self.x.to(device, non_blocking=non_blocking),

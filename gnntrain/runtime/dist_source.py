@@ -12,6 +12,7 @@ ids through the worker's :class:`~gnntrain.runtime.routing.PartitionPolicy`.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,14 @@ class DistGraphSource(GraphSource):
         return _assemble(route.ids.size, self.policy.gather(route, sample_own, "sample", fanout, replace, key))
 
 
+def _fits(x: np.ndarray, device: torch.device) -> bool:
+    """Whether a table ``x`` may live on ``device``: at most half its free memory on a GPU."""
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return bool(x.nbytes <= free // 2)
+
+
 def _assemble(n: int, parts: list[tuple[np.ndarray, Neighbors]]) -> Neighbors:
     """Put per-group results back in seed order."""
     counts = np.zeros(n, dtype=np.int64)
@@ -104,11 +113,17 @@ class DistFeatureReader:
     ``dtype`` is the transfer dtype, or on a typed graph one per node type
     (:func:`gnntrain.runtime.codec.type_dtypes`); a typed owner replies with one group per
     node type, each at its type's width and dtype. ``type_widths`` (each node type's own
-    width) marks the featureless types: their remote rows are zeros, read without asking."""
+    width) marks the featureless types: their remote rows are zeros, read without asking.
+
+    ``device`` (``sampler.backend: torch``): a reader that owns every row of an untyped
+    graph (one process) holds its table on that device when it fits (a GPU: at most half
+    its free memory; the CPU: the table itself, no copy) and :meth:`read` gathers a batch's
+    rows there, answering a tensor on the device (:attr:`table` is then set)."""
 
     def __init__(self, x_local: np.ndarray | TypedRows, policy: PartitionPolicy, degrees: np.ndarray, *,
                  cache: FeatureCache | None = None, dtype: str | tuple[str, ...] = "float32",
-                 node_types: np.ndarray | None = None, type_widths: tuple[int, ...] = ()) -> None:
+                 node_types: np.ndarray | None = None, type_widths: tuple[int, ...] = (),
+                 device: torch.device | None = None) -> None:
         self.x_local = x_local
         self.policy = policy
         self.deg = degrees
@@ -119,6 +134,12 @@ class DistFeatureReader:
         self.dtype = dtype
         self.stats = FeatureStats()
         self._row_wire_bytes: float = 0.0
+        self.table: torch.Tensor | None = None
+        owns_all = policy.start == 0 and policy.stop == policy.num_nodes
+        if device is not None and owns_all and isinstance(x_local, np.ndarray) and _fits(x_local, device):
+            with warnings.catch_warnings():  # a part's memory-mapped table is read-only; so are the gathers
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                self.table = torch.from_numpy(x_local).to(device)
 
     def degrees(self, ids: np.ndarray) -> np.ndarray:
         return self.deg[ids]
@@ -130,8 +151,13 @@ class DistFeatureReader:
                              "ogb_mag or synthetic_hetero)")
         return np.asarray(self.types[ids], dtype=np.int64)
 
-    def read(self, ids: np.ndarray) -> np.ndarray:
-        """Feature rows of global ``ids``: float32 ``[len(ids), F]`` in the order given."""
+    def read(self, ids: np.ndarray) -> np.ndarray | torch.Tensor:
+        """Feature rows of global ``ids``: float32 ``[len(ids), F]`` in the order given (a
+        tensor on the table's device when :attr:`table` is set)."""
+        if self.table is not None:
+            self.stats.rows += int(ids.size)
+            self.stats.owned += int(ids.size)
+            return self.table[torch.from_numpy(ids).to(self.table.device)].to(torch.float32)
         route = self.policy.route(ids)
         ids = route.ids
         out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)

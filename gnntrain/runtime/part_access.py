@@ -73,7 +73,8 @@ class PartAccess:
         dtypes = type_dtypes(cfg.train.feature_dtype, part.node_type_names)
         self.reader = DistFeatureReader(part.x, self.policy, degrees,
                                         dtype=dtypes if part.node_type_names else dtypes[0],
-                                        node_types=node_types, type_widths=part.node_type_features)
+                                        node_types=node_types, type_widths=part.node_type_features,
+                                        device=device if cfg.sampler.backend == "torch" else None)
         sc = cfg.sampler
         self.sampler = NeighborSampler(self.source, resolve_fanouts(sc.fanouts, part.edge_types),
                                        replace=sc.replace,

@@ -19,6 +19,7 @@ from gnntrain.config import SyntheticHeteroConfig
 from gnntrain.data.hetero import to_training_graph
 from gnntrain.data.hetero_synthetic import generate_hetero
 from gnntrain.runtime.coordinator import run_training
+from gnntrain.runtime.dist_source import DistFeatureReader
 from gnntrain.runtime.driver import fit
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.tasks import NodeClassification
@@ -143,7 +144,7 @@ def test_the_device_loop_refuses_repeated_seeds_and_leaves_its_map_clean(hubs: G
     assert bool((sampler._device_scratch.local(torch.device("cpu")) == -1).all())  # reset after each batch
 
 
-def test_a_single_process_run_draws_every_hop_on_the_device_and_ends_as_the_numba_run(
+def test_a_single_process_run_samples_and_gathers_on_the_device_and_ends_as_the_numba_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"device": 0, "host": 0}
 
@@ -155,13 +156,19 @@ def test_a_single_process_run_draws_every_hop_on_the_device_and_ends_as_the_numb
 
     monkeypatch.setattr(TorchCSRSource, "draw_on_device", count("device", TorchCSRSource.draw_on_device))
     monkeypatch.setattr(TorchCSRSource, "sample_neighbors", count("host", TorchCSRSource.sample_neighbors))
+    rows: list[type] = []
+    read = DistFeatureReader.read
+    monkeypatch.setattr(DistFeatureReader, "read", lambda self, ids: rows.append(type(out := read(self, ids))) or out)
     g = make_graph(300, seed=5)
     runs = []
     for b in ("numba", "torch"):
+        rows.clear()
         runs.append(run_training(tiny_cfg(tmp_path / b, f"sampler.backend={b}"), single_process=True, graph=g,
                                  progress=False))
-        # the torch run drew on the device, and nothing came back to the host between hops
+        # the torch run drew on the device, and nothing came back to the host between hops;
+        # its feature rows were gathered from the table on the device
         assert (calls["device"] > 0, calls["host"]) == (b == "torch", 0)
+        assert rows and set(rows) == {torch.Tensor if b == "torch" else np.ndarray}
     assert_same_state(final_state(runs[1]), final_state(runs[0]))
 
 
@@ -186,7 +193,8 @@ def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: 
                               g.num_classes, cfg.model.arch, NodeClassification())
         try:
             assert all(isinstance(w.access.local, TorchCSRSource) == (b == "torch") for w in group.workers)
-            assert all(w.access.source.device is None for w in group.workers)  # peers' rows: the host loop
+            # peers' rows: the host loop, and the feature table stays on the host
+            assert all(w.access.source.device is None and w.access.reader.table is None for w in group.workers)
             res = fit(cfg, group, None, NodeClassification(), progress=False)
             states.append([w.model.state_dict() for w in group.workers])
             comm.append([(r["loss"], r["comm"]["by_category"]) for r in res.epochs])

@@ -88,8 +88,8 @@ class SamplerConfig(BaseModel):
     backend: Literal["numba", "torch"] = Field(
         "numba", description="how a worker draws its own rows' neighbours: numba kernels on the host, "
         "or torch ops on the training device (train.device; a GPU when it is cuda): the same "
-        "neighbours either way (samplers/device.py); a worker that owns every node (one "
-        "process) then runs every hop there, relabelling included, and gathers an untyped "
+        "neighbours either way (samplers/device.py), with every hop there, relabelling included "
+        "(peers' rows through the host); a worker that owns every node (one process) also gathers an untyped "
         "graph's features from a table on that device when it fits (a GPU: at most half its "
         "free memory); weighted sampling is numba only")
     shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")

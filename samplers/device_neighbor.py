@@ -2,25 +2,27 @@
 source's device.
 
 When a sampler's source draws on a device (``GraphSource.device``: a
-:class:`~samplers.TorchCSRSource`, or the distributed source of a worker that owns every
-node), :meth:`NeighborSampler.sample <samplers.NeighborSampler.sample>` runs
+:class:`~samplers.TorchCSRSource`, or a worker's distributed source over one),
+:meth:`NeighborSampler.sample <samplers.NeighborSampler.sample>` runs
 :func:`sample_on_device`: per hop the draw (:meth:`GraphSource.draw_on_device`), the
 excluded target edges dropped and the relabelling into the batch's local ids all run in
 torch ops there, and the blocks are built there; only ``input_nodes`` comes back to the
-host at the end (the feature reader takes numpy ids). Nothing travels between host and
-device inside the hop loop, which the host loop needs twice per hop (seeds out, neighbours
-back).
+host at the end (the feature reader takes numpy ids). Over a source that holds every row
+nothing travels between host and device inside the hop loop, which the host loop needs
+twice per hop (seeds out, neighbours back); a worker of several sends only the ids its
+peers own through the host.
 
 The relabelling gives new neighbours local ids in first-seen order, as the numba kernels
-do (:func:`relabel`), so the batch is the host loop's block for block: same
-``edge_index``, ``indptr``, ``edge_rel`` and ``input_nodes``. Each sampling thread keeps
-a dense ``[num_nodes]`` int32 map on the device (4 bytes a node: 10 MB for 2.4M nodes),
--1 outside the current batch and reset in O(nodes touched).
+do (:func:`relabel`, without a sort), so the batch is the host loop's block for block:
+same ``edge_index``, ``indptr``, ``edge_rel`` and ``input_nodes``. Each sampling thread
+keeps two dense ``[num_nodes]`` int32 maps on the device (8 bytes a node: 20 MB for 2.4M
+nodes), reset in O(nodes touched) after each batch.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -28,42 +30,57 @@ import torch
 from samplers.base import Fanout, GraphSource, SamplerError
 from samplers.batch import Block, SampledBatch
 
+_UNSEEN = torch.iinfo(torch.int32).max
+"""What a :class:`DeviceMaps` ``first`` entry holds outside a relabelling."""
 
-def relabel(nbrs: torch.Tensor, local: torch.Tensor, nodes: list[torch.Tensor],
-            n_nodes: int) -> tuple[torch.Tensor, int]:
+
+def relabel(nbrs: torch.Tensor, maps: DeviceMaps, nodes: list[torch.Tensor], n_nodes: int) -> tuple[torch.Tensor, int]:
     """The local id of each global id in ``nbrs``: its id when already in the batch
-    (``local`` maps global ids to local ones, -1 when absent), else ``n_nodes`` onwards in
-    order of first appearance in ``nbrs``. Records the new ids in ``local`` and appends the
-    new nodes (in local-id order) to ``nodes``; returns the ids and the new node count."""
-    lid = local[nbrs].to(torch.int64)
-    new = nbrs[lid < 0]
+    (``maps.local``), else ``n_nodes`` onwards in order of first appearance in ``nbrs``.
+    Records the new ids in ``maps.local`` and appends the new nodes (in local-id order) to
+    ``nodes``; returns the ids and the new node count. No sort: each new node's first
+    position is a scatter-min into ``maps.first``, and the positions that hold it are the
+    new nodes in first-seen order."""
+    lid = maps.local[nbrs].to(torch.int64)
+    absent = lid < 0
+    new = nbrs[absent]
     if new.numel() == 0:
         return lid, n_nodes
-    uniq, inverse = torch.unique(new, return_inverse=True)  # sorted: rank them by first sight
-    first = torch.full(uniq.shape, new.shape[0], dtype=torch.int64, device=new.device)
-    first.scatter_reduce_(0, inverse, torch.arange(new.shape[0], device=new.device), reduce="amin")
-    order = torch.argsort(first)
-    ids = torch.empty_like(order)
-    ids[order] = torch.arange(n_nodes, n_nodes + order.shape[0], device=new.device)
-    local[uniq] = ids.to(local.dtype)
-    nodes.append(uniq[order])
-    return local[nbrs].to(torch.int64), n_nodes + int(order.shape[0])
+    at = torch.arange(new.shape[0], dtype=torch.int32, device=new.device)
+    maps.first.scatter_reduce_(0, new, at, reduce="amin")
+    fresh = new[maps.first[new] == at]  # each new node once, in first-seen order
+    maps.first[fresh] = _UNSEEN
+    maps.local[fresh] = torch.arange(n_nodes, n_nodes + fresh.shape[0], dtype=torch.int32, device=new.device)
+    lid[absent] = maps.local[new].to(torch.int64)
+    nodes.append(fresh)
+    return lid, n_nodes + int(fresh.shape[0])
+
+
+@dataclass
+class DeviceMaps:
+    """One thread's dense maps over every node on one device: ``local`` (the node's local
+    id in the current batch, -1 outside it) and ``first`` (scratch of :func:`relabel`)."""
+
+    local: torch.Tensor
+    first: torch.Tensor
 
 
 class DeviceScratch:
-    """Per-thread dense global-to-local maps, one per device, kept across batches."""
+    """Per-thread :class:`DeviceMaps`, one per device, kept across batches."""
 
     def __init__(self, num_nodes: int) -> None:
         self.num_nodes = num_nodes
         self._tls = threading.local()
 
-    def local(self, device: torch.device) -> torch.Tensor:
-        maps: dict[torch.device, torch.Tensor] | None = getattr(self._tls, "maps", None)
-        if maps is None:
-            maps = self._tls.maps = {}
-        if device not in maps:
-            maps[device] = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=device)
-        return maps[device]
+    def maps(self, device: torch.device) -> DeviceMaps:
+        per_device: dict[torch.device, DeviceMaps] | None = getattr(self._tls, "maps", None)
+        if per_device is None:
+            per_device = self._tls.maps = {}
+        if device not in per_device:
+            per_device[device] = DeviceMaps(
+                torch.full((self.num_nodes,), -1, dtype=torch.int32, device=device),
+                torch.full((self.num_nodes,), _UNSEEN, dtype=torch.int32, device=device))
+        return per_device[device]
 
 
 def sample_on_device(source: GraphSource, fanouts: list[Fanout], replace: bool, scratch: DeviceScratch,
@@ -77,7 +94,8 @@ def sample_on_device(source: GraphSource, fanouts: list[Fanout], replace: bool, 
     device = source.device
     assert device is not None
     n = source.num_nodes
-    local = scratch.local(device)
+    maps = scratch.maps(device)
+    local = maps.local
     seeds_t = torch.from_numpy(seeds).to(device)
     local[seeds_t] = torch.arange(seeds_t.shape[0], dtype=torch.int32, device=device)
     nodes = [seeds_t]
@@ -93,7 +111,7 @@ def sample_on_device(source: GraphSource, fanouts: list[Fanout], replace: bool, 
             counts, nbrs, rels = got.counts, got.nbrs, got.rels
             if banned_t is not None and nbrs.numel():
                 counts, nbrs, rels = _drop(banned_t, frontier, counts, nbrs, rels, n)
-            src, n_nodes = relabel(nbrs, local, nodes, n_nodes)
+            src, n_nodes = relabel(nbrs, maps, nodes, n_nodes)
             dst = torch.repeat_interleave(torch.arange(n_dst, device=device), counts)
             indptr = torch.zeros(n_dst + 1, dtype=torch.int64, device=device)
             torch.cumsum(counts, 0, out=indptr[1:])

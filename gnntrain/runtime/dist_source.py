@@ -36,21 +36,31 @@ class SampleStats:
 class DistGraphSource(GraphSource):
     """Owned rows sampled locally, the rest asked of their owners (one request per owner).
 
-    A worker that owns every node (one process) and whose local source draws on a device
-    has that ``device`` too: the sampler then runs its hops there (:meth:`draw_on_device`)."""
+    When the local source draws on a device, so does this one (``device``), and the
+    sampler runs its hops there: :meth:`draw_on_device` draws the owned seeds on the
+    device and sends only the others' ids to the host, to be asked of their owners as
+    :meth:`sample_neighbors` asks them (the same requests, counted the same), and their
+    answers back; a worker that owns every node (one process) never leaves the device."""
 
     def __init__(self, local: CSRSource, policy: PartitionPolicy) -> None:
         self.local = local
         self.policy = policy
         self.num_nodes = policy.num_nodes
         self.stats = SampleStats()
-        if policy.start == 0 and policy.stop == policy.num_nodes:
-            self.device = local.device
+        self.device = local.device
 
     def draw_on_device(self, seeds: torch.Tensor, fanout: Fanout, *, replace: bool,
                        key: int) -> DeviceNeighbors:
-        self.stats.local_frontier += int(seeds.shape[0])
-        return self.local.draw_on_device(seeds, fanout, replace=replace, key=key)
+        own = (seeds >= self.policy.start) & (seeds < self.policy.stop)
+        n_own = int(own.sum())
+        self.stats.local_frontier += n_own
+        if n_own == seeds.shape[0]:
+            return self.local.draw_on_device(seeds, fanout, replace=replace, key=key)
+        at_own, at_peers = torch.nonzero(own).squeeze(1), torch.nonzero(~own).squeeze(1)
+        parts = [(at_own, self.local.draw_on_device(seeds[at_own], fanout, replace=replace, key=key))]
+        remote = self.sample_neighbors(seeds[at_peers].cpu().numpy(), fanout, replace=replace, key=key)
+        parts.append((at_peers, _to_device(remote, seeds.device)))
+        return _assemble_tensors(int(seeds.shape[0]), parts, seeds.device)
 
     def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
         route = self.policy.route(seeds)
@@ -64,6 +74,18 @@ class DistGraphSource(GraphSource):
         return _assemble(route.ids.size, self.policy.gather(route, sample_own, "sample", fanout, replace, key))
 
 
+def _int64_tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``a`` as an int64 tensor on ``device`` (a read-only array, as Ray's replies are, copied
+    first: torch keeps only writable memory)."""
+    a = np.asarray(a, dtype=np.int64)
+    return torch.from_numpy(a if a.flags.writeable else a.copy()).to(device)
+
+
+def _to_device(nb: Neighbors, device: torch.device) -> DeviceNeighbors:
+    return DeviceNeighbors(_int64_tensor(nb.counts, device), _int64_tensor(nb.nbrs, device),
+                           None if nb.rels is None else _int64_tensor(nb.rels, device))
+
+
 def _fits(x: np.ndarray, device: torch.device) -> bool:
     """Whether a table ``x`` may live on ``device``: at most half its free memory on a GPU."""
     if device.type != "cuda":
@@ -73,23 +95,31 @@ def _fits(x: np.ndarray, device: torch.device) -> bool:
 
 
 def _assemble(n: int, parts: list[tuple[np.ndarray, Neighbors]]) -> Neighbors:
-    """Put per-group results back in seed order."""
-    counts = np.zeros(n, dtype=np.int64)
+    """Put per-group results back in seed order (:func:`_assemble_tensors` on the host)."""
+    cpu = torch.device("cpu")
+    got = _assemble_tensors(n, [(_int64_tensor(p, cpu), _to_device(r, cpu)) for p, r in parts], cpu)
+    return Neighbors(counts=got.counts.numpy(), nbrs=got.nbrs.numpy(),
+                     rels=None if got.rels is None else got.rels.numpy())
+
+
+def _assemble_tensors(n: int, parts: list[tuple[torch.Tensor, DeviceNeighbors]],
+                      device: torch.device) -> DeviceNeighbors:
+    """Per-group results (the seed positions of a group, its answer) in seed order, on ``device``."""
+    counts = torch.zeros(n, dtype=torch.int64, device=device)
     if not parts:
-        return Neighbors(counts=counts, nbrs=np.empty(0, dtype=np.int64))
-    pos_all = np.concatenate([p for p, _ in parts])
-    cnt_all = np.concatenate([r.counts for _, r in parts])
-    nbr_all = np.concatenate([r.nbrs for _, r in parts])
+        return DeviceNeighbors(counts, torch.empty(0, dtype=torch.int64, device=device))
+    pos_all = torch.cat([p for p, _ in parts])
+    cnt_all = torch.cat([r.counts for _, r in parts])
+    nbr_all = torch.cat([r.nbrs for _, r in parts])
     typed = [r.rels for _, r in parts if r.rels is not None]
-    rel_all = np.concatenate(typed) if len(typed) == len(parts) else None
+    rel_all = torch.cat(typed) if len(typed) == len(parts) else None
     counts[pos_all] = cnt_all
-    grouped_start = np.zeros(n, dtype=np.int64)
-    grouped_start[pos_all] = np.cumsum(cnt_all) - cnt_all
-    out_start = np.cumsum(counts) - counts
-    total = int(counts.sum())
-    gather = np.repeat(grouped_start - out_start, counts) + np.arange(total, dtype=np.int64)
-    return Neighbors(counts=counts, nbrs=nbr_all[gather],
-                     rels=None if rel_all is None else rel_all[gather])
+    grouped_start = torch.zeros(n, dtype=torch.int64, device=device)
+    grouped_start[pos_all] = torch.cumsum(cnt_all, 0) - cnt_all
+    out_start = torch.cumsum(counts, 0) - counts
+    total = int(nbr_all.shape[0])
+    gather = torch.repeat_interleave(grouped_start - out_start, counts) + torch.arange(total, device=device)
+    return DeviceNeighbors(counts, nbr_all[gather], None if rel_all is None else rel_all[gather])
 
 
 @dataclass

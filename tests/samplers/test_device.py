@@ -23,7 +23,6 @@ from gnntrain.runtime.dist_source import DistFeatureReader
 from gnntrain.runtime.driver import fit
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.tasks import NodeClassification
-from partition import build_partition_set
 from partition.graph import Graph
 from samplers import CSRSource, GraphSource, Neighbors, NeighborSampler, SamplerError
 from samplers.base import Fanout
@@ -141,7 +140,8 @@ def test_the_device_loop_refuses_repeated_seeds_and_leaves_its_map_clean(hubs: G
     got, want = sampler.sample(seeds, key=1), ref.sample(seeds, key=1)
     assert np.array_equal(got.input_nodes, want.input_nodes)
     assert all(torch.equal(x.edge_index, y.edge_index) for x, y in zip(got.blocks, want.blocks, strict=True))
-    assert bool((sampler._device_scratch.local(torch.device("cpu")) == -1).all())  # reset after each batch
+    maps = sampler._device_scratch.maps(torch.device("cpu"))
+    assert bool((maps.local == -1).all()) and bool((maps.first == maps.first.max()).all())  # reset after each batch
 
 
 def test_a_single_process_run_samples_and_gathers_on_the_device_and_ends_as_the_numba_run(
@@ -181,26 +181,35 @@ def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path) -> Non
     assert_same_state(final_state(runs[1]), final_state(runs[0]))
 
 
-def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: Path) -> None:
-    """Each worker draws its own rows in torch and answers its peer's requests with them
-    (no dropout: the two workers of the in-process group share torch's random stream)."""
-    g = make_graph(400, seed=3)
+@pytest.mark.parametrize("graph", ["untyped", "typed"])
+def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: Path, graph: str) -> None:
+    """Each worker runs its hops on the device, draws its own rows there and answers its
+    peer's requests with them, the same requests as numba's workers (no dropout: the two
+    workers of the in-process group share torch's random stream). Typed: R-GCN, relations
+    of remote rows included."""
+    from partition.training_set import build_training_set
+    from tests.runtime.test_typed_training import GRAPH, typed_cfg
+
+    g = make_graph(400, seed=3) if graph == "untyped" else GRAPH
     states, comm = [], []
     for b in ("numba", "torch"):
-        cfg = tiny_cfg(tmp_path / b, f"sampler.backend={b}", "model.dropout=0.0", workers=2)
-        pset = build_partition_set(g, cfg.partition)
-        group = LoopbackGroup(cfg, [pset.load_part(p) for p in range(2)], np.asarray(pset.global_degrees()),
-                              g.num_classes, cfg.model.arch, NodeClassification())
+        make_cfg = tiny_cfg if graph == "untyped" else typed_cfg
+        cfg = make_cfg(tmp_path / b, f"sampler.backend={b}", "model.dropout=0.0", workers=2)
+        ts = build_training_set(g, cfg.partition, tmp_path / b / "parts")
+        group = LoopbackGroup(cfg, [ts.load_part(p) for p in range(2)], np.asarray(ts.global_degrees()),
+                              int(ts.num_classes), cfg.model.arch, NodeClassification(),
+                              node_types=ts.node_types() if graph == "typed" else None)
         try:
             assert all(isinstance(w.access.local, TorchCSRSource) == (b == "torch") for w in group.workers)
-            # peers' rows: the host loop, and the feature table stays on the host
-            assert all(w.access.source.device is None and w.access.reader.table is None for w in group.workers)
+            # the hop loop on the device, peers' rows asked through the host; features on the host
+            assert all((w.access.source.device is not None) == (b == "torch") and w.access.reader.table is None
+                       for w in group.workers)
             res = fit(cfg, group, None, NodeClassification(), progress=False)
             states.append([w.model.state_dict() for w in group.workers])
             comm.append([(r["loss"], r["comm"]["by_category"]) for r in res.epochs])
         finally:
             group.shutdown()
-    assert comm[1] == comm[0]
+    assert comm[1] == comm[0] and comm[0][0][1]["sample"] > 0  # the workers asked each other
     for got, want in zip(states[1], states[0], strict=True):
         assert all(torch.equal(got[k], want[k]) for k in want)
 

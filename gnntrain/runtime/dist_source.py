@@ -13,7 +13,9 @@ ids through the worker's :class:`~gnntrain.runtime.routing.PartitionPolicy`.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,10 +59,13 @@ class DistGraphSource(GraphSource):
         if n_own == seeds.shape[0]:
             return self.local.draw_on_device(seeds, fanout, replace=replace, key=key)
         at_own, at_peers = torch.nonzero(own).squeeze(1), torch.nonzero(~own).squeeze(1)
-        parts = [(at_own, self.local.draw_on_device(seeds[at_own], fanout, replace=replace, key=key))]
-        remote = self.sample_neighbors(seeds[at_peers].cpu().numpy(), fanout, replace=replace, key=key)
-        parts.append((at_peers, _to_device(remote, seeds.device)))
-        return _assemble_tensors(int(seeds.shape[0]), parts, seeds.device)
+        mine = self.local.draw_on_device(seeds[at_own], fanout, replace=replace, key=key)
+        theirs = _to_device(self.sample_neighbors(seeds[at_peers].cpu().numpy(), fanout, replace=replace, key=key),
+                            seeds.device)
+        _, counts, nbrs, rels = _assemble(int(seeds.shape[0]), [(at_own, mine.counts, mine.nbrs, mine.rels),
+                                                                (at_peers, theirs.counts, theirs.nbrs, theirs.rels)],
+                                          _torch_ops(seeds.device))
+        return DeviceNeighbors(counts, nbrs, rels)
 
     def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
         route = self.policy.route(seeds)
@@ -71,7 +76,9 @@ class DistGraphSource(GraphSource):
         def sample_own(ids: np.ndarray) -> Neighbors:
             return self.local.sample_neighbors(ids, fanout, replace=replace, key=key)
 
-        return _assemble(route.ids.size, self.policy.gather(route, sample_own, "sample", fanout, replace, key))
+        parts = self.policy.gather(route, sample_own, "sample", fanout, replace, key)
+        _, counts, nbrs, rels = _assemble(route.ids.size, [(p, r.counts, r.nbrs, r.rels) for p, r in parts])
+        return Neighbors(counts=counts, nbrs=nbrs, rels=rels)
 
 
 def _int64_tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -94,32 +101,48 @@ def _fits(x: np.ndarray, device: torch.device) -> bool:
     return bool(x.nbytes <= free // 2)
 
 
-def _assemble(n: int, parts: list[tuple[np.ndarray, Neighbors]]) -> Neighbors:
-    """Put per-group results back in seed order (:func:`_assemble_tensors` on the host)."""
-    cpu = torch.device("cpu")
-    got = _assemble_tensors(n, [(_int64_tensor(p, cpu), _to_device(r, cpu)) for p, r in parts], cpu)
-    return Neighbors(counts=got.counts.numpy(), nbrs=got.nbrs.numpy(),
-                     rels=None if got.rels is None else got.rels.numpy())
+@dataclass(frozen=True)
+class _Ops:
+    """The int64 array operations :func:`_assemble` needs: numpy's, or torch's on a device."""
+
+    zeros: Callable[[int], Any]
+    cat: Callable[[list[Any]], Any]
+    cumsum: Callable[[Any], Any]
+    repeat: Callable[[Any, Any], Any]
+    arange: Callable[[int], Any]
 
 
-def _assemble_tensors(n: int, parts: list[tuple[torch.Tensor, DeviceNeighbors]],
-                      device: torch.device) -> DeviceNeighbors:
-    """Per-group results (the seed positions of a group, its answer) in seed order, on ``device``."""
-    counts = torch.zeros(n, dtype=torch.int64, device=device)
-    if not parts:
-        return DeviceNeighbors(counts, torch.empty(0, dtype=torch.int64, device=device))
-    pos_all = torch.cat([p for p, _ in parts])
-    cnt_all = torch.cat([r.counts for _, r in parts])
-    nbr_all = torch.cat([r.nbrs for _, r in parts])
-    typed = [r.rels for _, r in parts if r.rels is not None]
-    rel_all = torch.cat(typed) if len(typed) == len(parts) else None
+_NUMPY = _Ops(lambda n: np.zeros(n, dtype=np.int64), np.concatenate, np.cumsum, np.repeat,
+              lambda n: np.arange(n, dtype=np.int64))
+
+
+def _torch_ops(device: torch.device) -> _Ops:
+    return _Ops(lambda n: torch.zeros(n, dtype=torch.int64, device=device), torch.cat,
+                lambda a: torch.cumsum(a, 0), torch.repeat_interleave,
+                lambda n: torch.arange(n, device=device))
+
+
+Group = tuple[Any, Any, Any, Any]
+"""One group's answer: its seeds' positions, counts, neighbours and relations (or None)."""
+
+
+def _assemble(n: int, groups: list[Group], ops: _Ops = _NUMPY) -> Group:
+    """Put per-group results back in seed order: ``(None, counts, nbrs, rels)`` of all
+    ``n`` seeds."""
+    counts = ops.zeros(n)
+    if not groups:
+        return None, counts, ops.zeros(0), None
+    pos_all = ops.cat([g[0] for g in groups])
+    cnt_all = ops.cat([g[1] for g in groups])
+    nbr_all = ops.cat([g[2] for g in groups])
+    typed = [g[3] for g in groups if g[3] is not None]
+    rel_all = ops.cat(typed) if len(typed) == len(groups) else None
     counts[pos_all] = cnt_all
-    grouped_start = torch.zeros(n, dtype=torch.int64, device=device)
-    grouped_start[pos_all] = torch.cumsum(cnt_all, 0) - cnt_all
-    out_start = torch.cumsum(counts, 0) - counts
-    total = int(nbr_all.shape[0])
-    gather = torch.repeat_interleave(grouped_start - out_start, counts) + torch.arange(total, device=device)
-    return DeviceNeighbors(counts, nbr_all[gather], None if rel_all is None else rel_all[gather])
+    grouped_start = ops.zeros(n)
+    grouped_start[pos_all] = ops.cumsum(cnt_all) - cnt_all
+    out_start = ops.cumsum(counts) - counts
+    gather = ops.repeat(grouped_start - out_start, counts) + ops.arange(int(nbr_all.shape[0]))
+    return None, counts, nbr_all[gather], None if rel_all is None else rel_all[gather]
 
 
 @dataclass

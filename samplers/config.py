@@ -89,9 +89,9 @@ class SamplerConfig(BaseModel):
         "numba", description="how a worker draws its own rows' neighbours: numba kernels on the host, "
         "or torch ops on the training device (train.device; a GPU when it is cuda): the same "
         "neighbours either way (samplers/device.py), with every hop there, relabelling included "
-        "(peers' rows through the host); a worker that owns every node (one process) also gathers an untyped "
-        "graph's features from a table on that device when it fits (a GPU: at most half its "
-        "free memory); weighted sampling is numba only")
+        "(peers' rows through the host), and an untyped graph's own feature rows gathered from a "
+        "table on that device when it fits (a GPU: at most half its free memory); weighted "
+        "sampling is numba only")
     shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")
     seed_order: Literal["random", "locality"] = Field(

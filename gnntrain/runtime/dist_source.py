@@ -22,7 +22,7 @@ import torch
 
 from gnntrain.runtime.codec import Encoded, TypedReply, decode, decode_typed
 from gnntrain.runtime.comm import wire_bytes
-from gnntrain.runtime.routing import PartitionPolicy
+from gnntrain.runtime.routing import PartitionPolicy, Route
 from partition.feature_rows import TypedRows
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
 from samplers.base import DeviceNeighbors, Fanout
@@ -168,10 +168,11 @@ class DistFeatureReader:
     node type, each at its type's width and dtype. ``type_widths`` (each node type's own
     width) marks the featureless types: their remote rows are zeros, read without asking.
 
-    ``device`` (``sampler.backend: torch``): a reader that owns every row of an untyped
-    graph (one process) holds its table on that device when it fits (a GPU: at most half
-    its free memory; the CPU: the table itself, no copy) and :meth:`read` gathers a batch's
-    rows there, answering a tensor on the device (:attr:`table` is then set)."""
+    ``device`` (``sampler.backend: torch``): the reader of an untyped graph holds its own
+    rows' table on that device when it fits (a GPU: at most half its free memory; the CPU:
+    the table itself, no copy; :attr:`table` is then set) and :meth:`read` answers a tensor
+    there: owned rows gathered on the device, the others (cached or fetched on the host)
+    copied in; a reader that owns every row (one process) never touches the host."""
 
     def __init__(self, x_local: np.ndarray | TypedRows, policy: PartitionPolicy, degrees: np.ndarray, *,
                  cache: FeatureCache | None = None, dtype: str | tuple[str, ...] = "float32",
@@ -188,8 +189,8 @@ class DistFeatureReader:
         self.stats = FeatureStats()
         self._row_wire_bytes: float = 0.0
         self.table: torch.Tensor | None = None
-        owns_all = policy.start == 0 and policy.stop == policy.num_nodes
-        if device is not None and owns_all and isinstance(x_local, np.ndarray) and _fits(x_local, device):
+        self._owns_all = policy.start == 0 and policy.stop == policy.num_nodes
+        if device is not None and isinstance(x_local, np.ndarray) and _fits(x_local, device):
             with warnings.catch_warnings():  # a part's memory-mapped table is read-only; so are the gathers
                 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
                 self.table = torch.from_numpy(x_local).to(device)
@@ -207,14 +208,41 @@ class DistFeatureReader:
     def read(self, ids: np.ndarray) -> np.ndarray | torch.Tensor:
         """Feature rows of global ``ids``: float32 ``[len(ids), F]`` in the order given (a
         tensor on the table's device when :attr:`table` is set)."""
-        if self.table is not None:
+        if self.table is not None and self._owns_all:
             self.stats.rows += int(ids.size)
             self.stats.owned += int(ids.size)
-            return self.table[torch.from_numpy(ids).to(self.table.device)].to(torch.float32)
+            return self._gather(ids)
         route = self.policy.route(ids)
+        dev = None if self.table is None else self.table.device
+        out, hits = self._read_rows(route, dev)
+        if dev is None:
+            return out
+        # own rows from the table on the device, cache hits from the cache there, the others
+        # (fetched) copied in
+        rows = torch.empty(out.shape, dtype=torch.float32, device=dev)
+        rows[torch.from_numpy(route.local).to(dev)] = self._gather(self.policy.to_local(route.ids[route.local]))
+        copied = route.remote_positions()
+        if hits is not None:
+            rows[torch.from_numpy(hits[0]).to(dev)] = hits[1]
+            copied = np.setdiff1d(copied, hits[0])
+        if copied.size:
+            rows[torch.from_numpy(copied).to(dev)] = torch.from_numpy(out[copied]).to(dev)
+        return rows
+
+    def _gather(self, rows: np.ndarray) -> torch.Tensor:
+        """Rows of the table on the device, float32."""
+        assert self.table is not None
+        return self.table[torch.from_numpy(rows).to(self.table.device)].to(torch.float32)
+
+    def _read_rows(self, route: Route, device: torch.device | None = None
+                   ) -> tuple[np.ndarray, tuple[np.ndarray, torch.Tensor] | None]:
+        """:meth:`read`'s rows on the host: owned ones from the local table, the others
+        from the cache or their owners. With ``device`` (the table's) owned rows and cache
+        hits are left unset: the hits come back as ``(positions, rows on the device)``."""
         ids = route.ids
         out = np.empty((ids.size, self.x_local.shape[1]), dtype=np.float32)
-        out[route.local] = self.x_local[self.policy.to_local(ids[route.local])]
+        if self.table is None:
+            out[route.local] = self.x_local[self.policy.to_local(ids[route.local])]
         remote_pos = route.remote_positions()
         self.stats.rows += int(ids.size)
         self.stats.owned += int(route.local.size)
@@ -225,12 +253,17 @@ class DistFeatureReader:
             out[remote_pos[none]] = 0.0
             remote_pos = remote_pos[~none]
             self.stats.featureless += int(none.sum())
+        hits = None
         if remote_pos.size == 0:
-            return out
+            return out, hits
         missing = remote_pos
         if self.cache is not None:
-            hit, rows = self.cache.lookup(ids[remote_pos])
-            out[remote_pos[hit]] = rows
+            if device is None:
+                hit, rows = self.cache.lookup(ids[remote_pos])
+                out[remote_pos[hit]] = rows
+            else:
+                hit, on_device = self.cache.lookup_on(ids[remote_pos], device)
+                hits = (remote_pos[hit], on_device)
             missing = remote_pos[~hit]
             self.stats.cache_hits += int(hit.sum())
             self.stats.cached += int(remote_pos.size)
@@ -238,7 +271,7 @@ class DistFeatureReader:
             self._fetch_into(ids[missing], out, missing, insert=True)
         if self.cache is not None and self._row_wire_bytes:
             self.stats.bytes_saved = int(self.stats.cache_hits * self._row_wire_bytes)
-        return out
+        return out, hits
 
     def fetch(self, ids: np.ndarray) -> np.ndarray:
         """Rows of remote ``ids`` straight from their owners (cache bypassed)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from partition.book import value_groups
 from samplers import _cache_kernels as CK
 from samplers.base import SamplerError
 from samplers.local import check_ids
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -56,6 +59,14 @@ class FeatureCache(ABC):
     @abstractmethod
     def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(hit_mask bool [n], rows float32 [hit_mask.sum(), F])``; updates ``stats``."""
+
+    def lookup_on(self, ids: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
+        """:meth:`lookup` with the rows as a float32 tensor on ``device``: copied there from
+        the host here; a cache that holds its rows on the device gathers them there."""
+        import torch
+
+        hit, rows = self.lookup(ids)
+        return hit, torch.from_numpy(rows).to(device)
 
     @abstractmethod
     def insert(self, ids: np.ndarray, rows: np.ndarray) -> None:
@@ -115,11 +126,16 @@ class SlotCache(FeatureCache):
         return int(self._rows.nbytes)
 
     def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        hit, slots = self._slots(ids)
+        return hit, self._rows[slots]
+
+    def _slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The hit mask of ``ids`` and the slots of the hits (counted in ``stats``)."""
         ids = check_ids(ids, 0, np.iinfo(np.int64).max, "ids")
         slots = CK.lookup(ids, self._keys, self._tslot, self._lru, self._prev, self._nxt, self._meta)
         hit = slots >= 0
         self._count(hit)
-        return hit, self._rows[slots[hit]]
+        return hit, slots[hit]
 
     def _store(self, ids: np.ndarray, rows: np.ndarray) -> None:
         ids = check_ids(ids, 0, np.iinfo(np.int64).max, "ids")
@@ -152,7 +168,22 @@ class SlotCache(FeatureCache):
 
 
 class StaticCache(SlotCache):
-    """A fixed set of rows (``ids`` unique, ``rows`` float32 ``[len(ids), F]``); never admits."""
+    """A fixed set of rows (``ids`` unique, ``rows`` float32 ``[len(ids), F]``); never admits.
+    :meth:`lookup_on` keeps a copy of the rows on each device it is asked for (the
+    GPU-resident cache of ``sampler.backend: torch``) and gathers hits there."""
+
+    def _alloc(self, capacity: int, dim: int) -> None:
+        super()._alloc(capacity, dim)
+        self._on_device: dict[torch.device, torch.Tensor] = {}
+
+    def lookup_on(self, ids: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
+        import torch
+
+        hit, slots = self._slots(ids)
+        rows = self._on_device.get(device)
+        if rows is None:
+            rows = self._on_device[device] = torch.from_numpy(self._rows).to(device)
+        return hit, rows[torch.from_numpy(slots).to(device)]
 
     def __init__(self, ids: np.ndarray, rows: np.ndarray) -> None:
         ids = check_ids(ids, 0, np.iinfo(np.int64).max, "ids")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from gnntrain.runtime.codec import Encoded, TypedReply, decode, encode
 from gnntrain.runtime.comm import CATEGORIES, CommCounter, wire_bytes
@@ -123,10 +124,13 @@ def test_rows_of_owned_ids_are_never_asked_of_peers() -> None:
         policy.fetch(policy.route(np.array([3, 60])), np.empty((2, 1), np.float32), None, "hidden", 0)
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
 @pytest.mark.parametrize("policy", ["lru", "fifo", "presample"])
-def test_reader_reads_exact_rows_through_its_cache(policy: str) -> None:
+def test_reader_reads_exact_rows_through_its_cache(policy: str, device: str | None) -> None:
     """Owned rows from the table, remote rows via the cache, misses from their owner: the
-    result is always x[ids], every remote read is looked up once, and only misses are asked."""
+    result is always x[ids], every remote read is looked up once, and only misses are asked.
+    With a device (``sampler.backend: torch``) the owned rows come from the table there, a
+    static cache's hits from its rows there, and the answer is a tensor there."""
     g = make_hub_graph()
     peers = TablePeers(g.x)
     routing = policy_over([0, 300, 600], 0, peers)
@@ -139,11 +143,17 @@ def test_reader_reads_exact_rows_through_its_cache(policy: str) -> None:
         cache = StaticCache(ids, g.x[ids])
     else:
         cache = (LRUCache if policy == "lru" else FIFOCache)(cap, 8)
-    reader = DistFeatureReader(g.x[:300], routing, g.in_degrees(), cache=cache)
+    reader = DistFeatureReader(g.x[:300], routing, g.in_degrees(), cache=cache,
+                               device=None if device is None else torch.device(device))
+    assert (reader.table is None) == (device is None)
     total_remote = 0
     for b in sampler.iter_batches(g.train_idx, 50, key=1):
-        np.testing.assert_array_equal(reader.read(b.input_nodes), g.x[b.input_nodes])
+        got = reader.read(b.input_nodes)
+        assert isinstance(got, np.ndarray if device is None else torch.Tensor)
+        np.testing.assert_array_equal(np.asarray(got), g.x[b.input_nodes])
         total_remote += int((b.input_nodes >= 300).sum())
+    if isinstance(cache, StaticCache):  # the hits were gathered from the cache's rows on the device
+        assert list(cache._on_device) == ([] if device is None else [torch.device(device)])
     st = cache.stats
     assert st.lookups == total_remote == reader.stats.remote
     assert sum(ids.size for _, _, ids in peers.asked) == st.misses == reader.stats.fetched

@@ -185,8 +185,9 @@ def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path) -> Non
 def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: Path, graph: str) -> None:
     """Each worker runs its hops on the device, draws its own rows there and answers its
     peer's requests with them, the same requests as numba's workers (no dropout: the two
-    workers of the in-process group share torch's random stream). Typed: R-GCN, relations
-    of remote rows included."""
+    workers of the in-process group share torch's random stream). Untyped: with a
+    pre-sampled static cache, its hits gathered on the device. Typed: R-GCN, relations of
+    remote rows included."""
     from partition.training_set import build_training_set
     from tests.runtime.test_typed_training import GRAPH, typed_cfg
 
@@ -194,17 +195,24 @@ def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: 
     states, comm = [], []
     for b in ("numba", "torch"):
         make_cfg = tiny_cfg if graph == "untyped" else typed_cfg
-        cfg = make_cfg(tmp_path / b, f"sampler.backend={b}", "model.dropout=0.0", workers=2)
+        cache = ("sampler.cache.policy=presample", "sampler.cache.size=0.3") if graph == "untyped" else ()
+        cfg = make_cfg(tmp_path / b, f"sampler.backend={b}", "model.dropout=0.0", *cache, workers=2)
         ts = build_training_set(g, cfg.partition, tmp_path / b / "parts")
         group = LoopbackGroup(cfg, [ts.load_part(p) for p in range(2)], np.asarray(ts.global_degrees()),
                               int(ts.num_classes), cfg.model.arch, NodeClassification(),
                               node_types=ts.node_types() if graph == "typed" else None)
         try:
             assert all(isinstance(w.access.local, TorchCSRSource) == (b == "torch") for w in group.workers)
-            # the hop loop on the device, peers' rows asked through the host; features on the host
-            assert all((w.access.source.device is not None) == (b == "torch") and w.access.reader.table is None
+            # the hop loop on the device, peers' rows asked through the host; an untyped
+            # graph's own feature rows gathered from a table on the device
+            assert all((w.access.source.device is not None) == (b == "torch") for w in group.workers)
+            assert all((w.access.reader.table is not None) == (b == "torch" and graph == "untyped")
                        for w in group.workers)
             res = fit(cfg, group, None, NodeClassification(), progress=False)
+            if graph == "untyped":
+                assert all(w.access.reader.cache is not None and w.access.reader.stats.cache_hits > 0
+                           and list(w.access.reader.cache._on_device) == ([torch.device("cpu")] if b == "torch" else [])
+                           for w in group.workers)
             states.append([w.model.state_dict() for w in group.workers])
             comm.append([(r["loss"], r["comm"]["by_category"]) for r in res.epochs])
         finally:

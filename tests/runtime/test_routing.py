@@ -124,7 +124,8 @@ def test_rows_of_owned_ids_are_never_asked_of_peers() -> None:
         policy.fetch(policy.route(np.array([3, 60])), np.empty((2, 1), np.float32), None, "hidden", 0)
 
 
-@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("device", [None, "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))])
 @pytest.mark.parametrize("policy", ["lru", "fifo", "presample"])
 def test_reader_reads_exact_rows_through_its_cache(policy: str, device: str | None) -> None:
     """Owned rows from the table, remote rows via the cache, misses from their owner: the
@@ -150,7 +151,8 @@ def test_reader_reads_exact_rows_through_its_cache(policy: str, device: str | No
     for b in sampler.iter_batches(g.train_idx, 50, key=1):
         got = reader.read(b.input_nodes)
         assert isinstance(got, np.ndarray if device is None else torch.Tensor)
-        np.testing.assert_array_equal(np.asarray(got), g.x[b.input_nodes])
+        np.testing.assert_array_equal(got.cpu().numpy() if isinstance(got, torch.Tensor) else got,
+                                      g.x[b.input_nodes])
         total_remote += int((b.input_nodes >= 300).sum())
     if isinstance(cache, StaticCache):  # the hits were gathered from the cache's rows on the device
         assert list(cache._on_device) == ([] if device is None else [torch.device(device)])

@@ -176,7 +176,8 @@ def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path) -> Non
     """R-GCN on the MAG-shaped graph: relations and node types through the device loop."""
     from tests.runtime.test_typed_training import GRAPH, typed_cfg
 
-    runs = [run_training(typed_cfg(tmp_path / b, f"sampler.backend={b}"), single_process=True, graph=GRAPH,
+    runs = [run_training(typed_cfg(tmp_path / b, f"sampler.backend={b}", "train.epochs=1"), single_process=True,
+                         graph=GRAPH,
                          progress=False) for b in ("numba", "torch")]
     assert_same_state(final_state(runs[1]), final_state(runs[0]))
 

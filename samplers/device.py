@@ -135,6 +135,19 @@ class TorchCSRSource(CSRSource):
                          num_relations=num_relations)
         self.device = torch.device(device)
         self._on_device: dict[int, tuple[np.ndarray, torch.Tensor]] = {}
+        if self.device.type == "cuda":
+            self._check_room()
+
+    def _check_room(self) -> None:
+        """Refuse, before anything is copied, a CSR whose arrays (int64 offsets and
+        neighbours; a typed source's edge positions and relations as well) exceed the
+        GPU's free memory."""
+        need = 8 * (self.indptr.size + self.indices.size * (1 if self.edge_rel is None else 3))
+        free, _ = torch.cuda.mem_get_info(self.device)
+        if need > free:
+            raise SamplerError(f"sampler.backend='torch': this part's CSR needs {need / 2**30:.2f} GiB on "
+                               f"{self.device} and {free / 2**30:.2f} GiB are free; use sampler.backend: numba "
+                               "(the host draws the same neighbours), or more parts")
 
     @classmethod
     def of(cls, source: CSRSource, device: torch.device | str) -> TorchCSRSource:

@@ -229,3 +229,14 @@ def test_weighted_sampling_is_refused_before_anything_runs(tmp_path: Path) -> No
     weighted = CSRSource(np.array([0, 1, 2]), np.array([1, 0]), edge_weight=np.ones(2))
     with pytest.raises(SamplerError, match="weighted sampling has no torch draw"):
         TorchCSRSource.of(weighted, "cpu")
+
+
+def test_a_csr_larger_than_the_gpus_free_memory_is_refused_before_any_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = make_graph(300, seed=5)
+    need = 8 * (g.indptr.size + g.indices.size)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (need - 1, 8 * need))
+    with pytest.raises(SamplerError, match=r"sampler.backend='torch': this part's CSR needs .* GiB on cuda "
+                                           r"and .* GiB are free; use sampler.backend: numba"):
+        TorchCSRSource(g.indptr, g.indices, device="cuda")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (need, 8 * need))
+    assert TorchCSRSource(g.indptr, g.indices, device="cuda")._on_device == {}  # it fits: nothing copied yet

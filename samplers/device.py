@@ -181,9 +181,9 @@ class TorchCSRSource(CSRSource):
                        key: int) -> DeviceNeighbors:
         """What :meth:`CSRSource.sample_neighbors` draws, on the device: ``seeds`` int64 ids
         of this source's rows there (not checked: the sampler gives ids it checked or drew)."""
-        indptr = self._tensor(self.indptr)
         if isinstance(fanout, tuple):
             return self._per_relation(seeds, fanout, replace, key)
+        indptr = self._tensor(self.indptr)
         if self.edge_rel is None:
             counts, nbrs = draw_uniform(indptr, self._tensor(self.indices), seeds, self.row_offset, fanout,
                                         replace, key)

@@ -66,35 +66,34 @@ class DeviceMaps:
 
 
 class DeviceScratch:
-    """Per-thread :class:`DeviceMaps`, one per device, kept across batches."""
+    """Per-thread :class:`DeviceMaps` over ``num_nodes`` nodes on ``device``, kept across batches."""
 
-    def __init__(self, num_nodes: int) -> None:
+    def __init__(self, num_nodes: int, device: torch.device) -> None:
         self.num_nodes = num_nodes
+        self.device = device
         self._tls = threading.local()
 
-    def maps(self, device: torch.device) -> DeviceMaps:
-        per_device: dict[torch.device, DeviceMaps] | None = getattr(self._tls, "maps", None)
-        if per_device is None:
-            per_device = self._tls.maps = {}
-        if device not in per_device:
-            per_device[device] = DeviceMaps(
-                torch.full((self.num_nodes,), -1, dtype=torch.int32, device=device),
-                torch.full((self.num_nodes,), _UNSEEN, dtype=torch.int32, device=device))
-        return per_device[device]
+    def maps(self) -> DeviceMaps:
+        maps: DeviceMaps | None = getattr(self._tls, "maps", None)
+        if maps is None:
+            maps = self._tls.maps = DeviceMaps(
+                torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device),
+                torch.full((self.num_nodes,), _UNSEEN, dtype=torch.int32, device=self.device))
+        return maps
 
 
 def sample_on_device(source: GraphSource, fanouts: list[Fanout], replace: bool, scratch: DeviceScratch,
                      seeds: np.ndarray, banned: np.ndarray | None, hop_keys: list[int]) -> SampledBatch:
-    """The batch :meth:`NeighborSampler.sample` makes around ``seeds`` (checked, unique,
-    int64) with hop ``h`` keyed ``hop_keys[h]``, drawn on ``source.device``; ``banned``:
-    the sorted keys ``dst * N + src`` of the excluded edges. Blocks are on the device."""
+    """The batch :meth:`NeighborSampler.sample` makes around ``seeds`` (int64 ids in range;
+    repeats refused here) with hop ``h`` keyed ``hop_keys[h]``, drawn on ``scratch.device``
+    (the source's); ``banned``: the sorted keys ``dst * N + src`` of the excluded edges.
+    Blocks are on the device."""
     if np.unique(seeds).size != seeds.size:
         raise SamplerError(f"seeds: node {int(seeds[_first_repeat(seeds)])} appears more than once; "
                            "seeds must be unique")
-    device = source.device
-    assert device is not None
+    device = scratch.device
     n = source.num_nodes
-    maps = scratch.maps(device)
+    maps = scratch.maps()
     local = maps.local
     seeds_t = torch.from_numpy(seeds).to(device)
     local[seeds_t] = torch.arange(seeds_t.shape[0], dtype=torch.int32, device=device)

@@ -103,7 +103,8 @@ class NeighborSampler:
         self.num_nodes = int(source.num_nodes)
         self._dense = relabel == "dense" or (relabel == "auto" and self.num_nodes <= DENSE_LIMIT)
         self._tls = threading.local()
-        self._device_scratch = DeviceScratch(self.num_nodes)
+        # a source that draws on a device: every hop there, with these maps
+        self._device_scratch = None if source.device is None else DeviceScratch(self.num_nodes, source.device)
 
     @classmethod
     def from_config(cls, source: GraphSource, cfg: SamplerConfig) -> NeighborSampler:
@@ -128,7 +129,7 @@ class NeighborSampler:
         """
         seeds = check_ids(seeds, 0, self.num_nodes, "seeds").copy()
         banned = self._edge_keys(exclude)
-        if self.source.device is not None:  # every hop on the source's device
+        if self._device_scratch is not None:  # every hop on the source's device
             return sample_on_device(self.source, self.fanouts, self.replace, self._device_scratch, seeds,
                                     banned, [K.mix_key(key, hop) for hop in range(len(self.fanouts))])
         sc = self._scratch()

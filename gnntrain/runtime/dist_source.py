@@ -15,7 +15,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -62,10 +62,8 @@ class DistGraphSource(GraphSource):
         mine = self.local.draw_on_device(seeds[at_own], fanout, replace=replace, key=key)
         theirs = _to_device(self.sample_neighbors(seeds[at_peers].cpu().numpy(), fanout, replace=replace, key=key),
                             seeds.device)
-        _, counts, nbrs, rels = _assemble(int(seeds.shape[0]), [(at_own, mine.counts, mine.nbrs, mine.rels),
-                                                                (at_peers, theirs.counts, theirs.nbrs, theirs.rels)],
-                                          _torch_ops(seeds.device))
-        return DeviceNeighbors(counts, nbrs, rels)
+        return _assemble(int(seeds.shape[0]), [(at_own, mine), (at_peers, theirs)], DeviceNeighbors,
+                         _torch_ops(seeds.device))
 
     def sample_neighbors(self, seeds: np.ndarray, fanout: Fanout, *, replace: bool, key: int) -> Neighbors:
         route = self.policy.route(seeds)
@@ -76,9 +74,8 @@ class DistGraphSource(GraphSource):
         def sample_own(ids: np.ndarray) -> Neighbors:
             return self.local.sample_neighbors(ids, fanout, replace=replace, key=key)
 
-        parts = self.policy.gather(route, sample_own, "sample", fanout, replace, key)
-        _, counts, nbrs, rels = _assemble(route.ids.size, [(p, r.counts, r.nbrs, r.rels) for p, r in parts])
-        return Neighbors(counts=counts, nbrs=nbrs, rels=rels)
+        return _assemble(route.ids.size, self.policy.gather(route, sample_own, "sample", fanout, replace, key),
+                         Neighbors)
 
 
 def _int64_tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -122,27 +119,26 @@ def _torch_ops(device: torch.device) -> _Ops:
                 lambda n: torch.arange(n, device=device))
 
 
-Group = tuple[Any, Any, Any, Any]
-"""One group's answer: its seeds' positions, counts, neighbours and relations (or None)."""
+Answer = TypeVar("Answer", Neighbors, DeviceNeighbors)
 
 
-def _assemble(n: int, groups: list[Group], ops: _Ops = _NUMPY) -> Group:
-    """Put per-group results back in seed order: ``(None, counts, nbrs, rels)`` of all
-    ``n`` seeds."""
+def _assemble(n: int, groups: list[tuple[Any, Answer]], answer: type[Answer], ops: _Ops = _NUMPY) -> Answer:
+    """Put per-group answers (the seed positions of a group, its answer) back in seed order,
+    as one ``answer`` of all ``n`` seeds."""
     counts = ops.zeros(n)
     if not groups:
-        return None, counts, ops.zeros(0), None
-    pos_all = ops.cat([g[0] for g in groups])
-    cnt_all = ops.cat([g[1] for g in groups])
-    nbr_all = ops.cat([g[2] for g in groups])
-    typed = [g[3] for g in groups if g[3] is not None]
+        return answer(counts, ops.zeros(0))
+    pos_all = ops.cat([p for p, _ in groups])
+    cnt_all = ops.cat([g.counts for _, g in groups])
+    nbr_all = ops.cat([g.nbrs for _, g in groups])
+    typed = [g.rels for _, g in groups if g.rels is not None]
     rel_all = ops.cat(typed) if len(typed) == len(groups) else None
     counts[pos_all] = cnt_all
     grouped_start = ops.zeros(n)
     grouped_start[pos_all] = ops.cumsum(cnt_all) - cnt_all
     out_start = ops.cumsum(counts) - counts
     gather = ops.repeat(grouped_start - out_start, counts) + ops.arange(int(nbr_all.shape[0]))
-    return None, counts, nbr_all[gather], None if rel_all is None else rel_all[gather]
+    return answer(counts, nbr_all[gather], None if rel_all is None else rel_all[gather])
 
 
 @dataclass
@@ -221,10 +217,12 @@ class DistFeatureReader:
         # (fetched) copied in
         rows = torch.empty(out.shape, dtype=torch.float32, device=dev)
         rows[torch.from_numpy(route.local).to(dev)] = self._gather(self.policy.to_local(route.ids[route.local]))
-        copied = route.remote_positions()
+        on_host = np.ones(out.shape[0], dtype=bool)
+        on_host[route.local] = False
         if hits is not None:
             rows[torch.from_numpy(hits[0]).to(dev)] = hits[1]
-            copied = np.setdiff1d(copied, hits[0])
+            on_host[hits[0]] = False
+        copied = np.flatnonzero(on_host)
         if copied.size:
             rows[torch.from_numpy(copied).to(dev)] = torch.from_numpy(out[copied]).to(dev)
         return rows

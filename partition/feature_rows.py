@@ -15,11 +15,12 @@ peer server and the cache see the same values as from the padded matrix: ``shape
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["TypedRows", "used_width"]
+__all__ = ["TypedRows", "fill_padded", "used_width"]
 
 
 def used_width(x: np.ndarray) -> int:
@@ -30,6 +31,18 @@ def used_width(x: np.ndarray) -> int:
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     used = np.flatnonzero(np.any(bits != 0, axis=0))
     return int(used[-1]) + 1 if used.size else 0
+
+
+def fill_padded(out: Any, tables: Sequence[Any], types: Any, pos: Any,
+                nonzero: Callable[[Any], tuple[Any, ...]]) -> Any:
+    """Write into zeroed ``out`` (``[n, width]``) row ``i`` of ``tables[types[i]]`` at
+    position ``pos[i]``, each in the first columns its table has; numpy arrays with
+    ``np.nonzero`` or tensors on one device with ``torch.nonzero(..., as_tuple=True)``."""
+    for t, table in enumerate(tables):
+        (sel,) = nonzero(types == t)
+        if len(sel) and table.shape[1]:
+            out[sel, :table.shape[1]] = table[pos[sel]]
+    return out
 
 
 class TypedRows:
@@ -81,13 +94,7 @@ class TypedRows:
     def __getitem__(self, rows: Any) -> np.ndarray:
         ids = np.arange(len(self))[rows] if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
         out = np.zeros((ids.shape[0], self.width), dtype=np.float32)
-        types = self.row_type[ids]
-        pos = self.row_in_type[ids]
-        for t, table in enumerate(self.tables):
-            sel = np.flatnonzero(types == t)
-            if sel.size and table.shape[1]:
-                out[sel, :table.shape[1]] = table[pos[sel]]
-        return out
+        return fill_padded(out, self.tables, self.row_type[ids], self.row_in_type[ids], np.nonzero)
 
     def type_rows(self, t: int, rows: np.ndarray) -> np.ndarray:
         """Rows ``rows`` (all of type ``t``) at the type's own width (``tables[t]``'s)."""

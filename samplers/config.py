@@ -89,8 +89,9 @@ class SamplerConfig(BaseModel):
         "numba", description="how a worker draws its own rows' neighbours: numba kernels on the host, "
         "or torch ops on the training device (train.device; a GPU when it is cuda): the same "
         "neighbours either way (samplers/device.py), with every hop there, relabelling included "
-        "(peers' rows through the host), and an untyped graph's own feature rows gathered from a "
-        "table on that device when it fits (a GPU: at most half its free memory); weighted "
+        "(peers' rows through the host), and the own feature rows gathered on that device when "
+        "they fit (a GPU: at most half its free memory; a typed graph's one table per node "
+        "type); weighted "
         "sampling is numba only")
     shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")

@@ -29,7 +29,8 @@ step() {  # step NAME SECONDS COMMAND...: run it with a time limit, its output t
 }
 step env 30 bash -c 'nvidia-smi; python3 -c "import torch, ray, torch_geometric as g; print(torch.__version__, ray.__version__, g.__version__, torch.cuda.get_device_name(0))"'
 step tests 90 python3 -m pytest -q -p no:cacheprovider tests/samplers/test_device.py tests/test_precision.py \
-    tests/samplers/test_batch.py tests/samplers/test_csr_path.py tests/runtime/test_routing.py
+    tests/samplers/test_batch.py tests/samplers/test_csr_path.py tests/runtime/test_routing.py \
+    tests/partition/test_feature_rows.py
 step small 150 python3 -m bench.gpu --graph small --modes single,1,4 --precision fp32 --sampler numba,torch \
     --out "$out/gpu-small.json"
 step products 180 python3 -m bench.gpu --graph products --modes single --precision fp32 --sampler numba,torch \

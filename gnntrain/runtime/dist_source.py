@@ -12,7 +12,6 @@ ids through the worker's :class:`~gnntrain.runtime.routing.PartitionPolicy`.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ import torch
 
 from gnntrain.runtime.codec import Encoded, TypedReply, decode, decode_typed
 from gnntrain.runtime.comm import wire_bytes
+from gnntrain.runtime.device_rows import DeviceRows
 from gnntrain.runtime.routing import PartitionPolicy, Route
 from partition.feature_rows import TypedRows
 from samplers import CSRSource, FeatureCache, GraphSource, Neighbors
@@ -90,14 +90,6 @@ def _to_device(nb: Neighbors, device: torch.device) -> DeviceNeighbors:
                            None if nb.rels is None else _int64_tensor(nb.rels, device))
 
 
-def _fits(x: np.ndarray, device: torch.device) -> bool:
-    """Whether a table ``x`` may live on ``device``: at most half its free memory on a GPU."""
-    if device.type != "cuda":
-        return True
-    free, _ = torch.cuda.mem_get_info(device)
-    return bool(x.nbytes <= free // 2)
-
-
 @dataclass(frozen=True)
 class _Ops:
     """The int64 array operations :func:`_assemble` needs: numpy's, or torch's on a device."""
@@ -164,9 +156,10 @@ class DistFeatureReader:
     node type, each at its type's width and dtype. ``type_widths`` (each node type's own
     width) marks the featureless types: their remote rows are zeros, read without asking.
 
-    ``device`` (``sampler.backend: torch``): the reader of an untyped graph holds its own
-    rows' table on that device when it fits (a GPU: at most half its free memory; the CPU:
-    the table itself, no copy; :attr:`table` is then set) and :meth:`read` answers a tensor
+    ``device`` (``sampler.backend: torch``): the reader holds its own rows on that device
+    when they fit (:class:`~gnntrain.runtime.device_rows.DeviceRows`: a GPU: at most half
+    its free memory; the CPU: the arrays themselves, no copy; a typed part one table per
+    node type at its width; :attr:`table` is then set) and :meth:`read` answers a tensor
     there: owned rows gathered on the device, the others (cached or fetched on the host)
     copied in; a reader that owns every row (one process) never touches the host."""
 
@@ -184,12 +177,8 @@ class DistFeatureReader:
         self.dtype = dtype
         self.stats = FeatureStats()
         self._row_wire_bytes: float = 0.0
-        self.table: torch.Tensor | None = None
         self._owns_all = policy.start == 0 and policy.stop == policy.num_nodes
-        if device is not None and isinstance(x_local, np.ndarray) and _fits(x_local, device):
-            with warnings.catch_warnings():  # a part's memory-mapped table is read-only; so are the gathers
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                self.table = torch.from_numpy(x_local).to(device)
+        self.table = None if device is None else DeviceRows.place(x_local, device)
 
     def degrees(self, ids: np.ndarray) -> np.ndarray:
         return self.deg[ids]
@@ -207,16 +196,17 @@ class DistFeatureReader:
         if self.table is not None and self._owns_all:
             self.stats.rows += int(ids.size)
             self.stats.owned += int(ids.size)
-            return self._gather(ids)
+            return self.table.gather(ids)
         route = self.policy.route(ids)
-        dev = None if self.table is None else self.table.device
-        out, hits = self._read_rows(route, dev)
-        if dev is None:
+        table = self.table
+        out, hits = self._read_rows(route, None if table is None else table.device)
+        if table is None:
             return out
+        dev = table.device
         # own rows from the table on the device, cache hits from the cache there, the others
         # (fetched) copied in
         rows = torch.empty(out.shape, dtype=torch.float32, device=dev)
-        rows[torch.from_numpy(route.local).to(dev)] = self._gather(self.policy.to_local(route.ids[route.local]))
+        rows[torch.from_numpy(route.local).to(dev)] = table.gather(self.policy.to_local(route.ids[route.local]))
         on_host = np.ones(out.shape[0], dtype=bool)
         on_host[route.local] = False
         if hits is not None:
@@ -226,11 +216,6 @@ class DistFeatureReader:
         if copied.size:
             rows[torch.from_numpy(copied).to(dev)] = torch.from_numpy(out[copied]).to(dev)
         return rows
-
-    def _gather(self, rows: np.ndarray) -> torch.Tensor:
-        """Rows of the table on the device, float32."""
-        assert self.table is not None
-        return self.table[torch.from_numpy(rows).to(self.table.device)].to(torch.float32)
 
     def _read_rows(self, route: Route, device: torch.device | None = None
                    ) -> tuple[np.ndarray, tuple[np.ndarray, torch.Tensor] | None]:

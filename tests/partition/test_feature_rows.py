@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from partition.feature_rows import TypedRows, used_width
 
@@ -51,7 +52,11 @@ def test_tables_that_disagree_with_the_row_types_are_refused() -> None:
         TypedRows([np.zeros((3, 5), np.float32)], np.zeros(3, np.int64), 4)
 
 
-def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory() -> None:
+@pytest.mark.parametrize("device", [None, "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory(device: str | None) -> None:
+    """On the host, and on a device (``sampler.backend: torch``): one table per type there,
+    each at its width, the padded rows gathered bit for bit."""
     from gnntrain.runtime.comm import CommCounter
     from gnntrain.runtime.dist_source import DistFeatureReader
     from gnntrain.runtime.routing import PartitionPolicy
@@ -60,9 +65,18 @@ def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory()
     x, types = padded_rows(1)
     rows = TypedRows.from_padded(x, types, 3)
     policy = PartitionPolicy(PartitionBook([0, 100, 140, 200]), 1, None, CommCounter(1, 3))  # type: ignore[arg-type]
-    reader = DistFeatureReader(rows, policy, np.zeros(200, np.int64))
+    reader = DistFeatureReader(rows, policy, np.zeros(200, np.int64),
+                               device=None if device is None else torch.device(device))
     assert reader.x_local is rows
-    np.testing.assert_array_equal(reader.read(np.array([139, 100])), x[[39, 0]])
+    if device is not None:
+        assert reader.table is not None
+        assert [tuple(t.shape) for t in reader.table.tables] == [tuple(t.shape) for t in rows.tables]
+        assert all(t.device.type == device for t in reader.table.tables)
+    for ids in (np.array([139, 100]), np.arange(100, 140), np.array([100, 105, 100]), np.empty(0, np.int64)):
+        got = reader.read(ids)
+        assert isinstance(got, np.ndarray if device is None else torch.Tensor)
+        host = got.cpu().numpy() if isinstance(got, torch.Tensor) else got
+        np.testing.assert_array_equal(host.view(np.uint32), x[ids - 100].view(np.uint32))
 
 
 def test_a_typed_sets_parts_hold_per_type_rows(tmp_path: Path) -> None:

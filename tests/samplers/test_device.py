@@ -23,6 +23,7 @@ from gnntrain.runtime.dist_source import DistFeatureReader
 from gnntrain.runtime.driver import fit
 from gnntrain.runtime.loopback import LoopbackGroup
 from gnntrain.tasks import NodeClassification
+from partition.feature_rows import TypedRows
 from partition.graph import Graph
 from samplers import CSRSource, GraphSource, Neighbors, NeighborSampler, SamplerError
 from samplers.base import Fanout
@@ -173,13 +174,20 @@ def test_a_single_process_run_samples_and_gathers_on_the_device_and_ends_as_the_
     assert_same_state(final_state(runs[1]), final_state(runs[0]))
 
 
-def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path) -> None:
-    """R-GCN on the MAG-shaped graph: relations and node types through the device loop."""
+def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """R-GCN on the MAG-shaped graph: relations and node types through the device loop, the
+    feature rows gathered from the per-type tables on the device."""
     from tests.runtime.test_typed_training import GRAPH, typed_cfg
 
-    runs = [run_training(typed_cfg(tmp_path / b, f"sampler.backend={b}", "train.epochs=1"), single_process=True,
-                         graph=GRAPH,
-                         progress=False) for b in ("numba", "torch")]
+    rows: list[type] = []
+    read = DistFeatureReader.read
+    monkeypatch.setattr(DistFeatureReader, "read", lambda self, ids: rows.append(type(out := read(self, ids))) or out)
+    runs = []
+    for b in ("numba", "torch"):
+        rows.clear()
+        runs.append(run_training(typed_cfg(tmp_path / b, f"sampler.backend={b}", "train.epochs=1"),
+                                 single_process=True, graph=GRAPH, progress=False))
+        assert rows and set(rows) == {torch.Tensor if b == "torch" else np.ndarray}
     assert_same_state(final_state(runs[1]), final_state(runs[0]))
 
 
@@ -205,11 +213,14 @@ def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: 
                               node_types=ts.node_types() if graph == "typed" else None)
         try:
             assert all(isinstance(w.access.local, TorchCSRSource) == (b == "torch") for w in group.workers)
-            # the hop loop on the device, peers' rows asked through the host; an untyped
-            # graph's own feature rows gathered from a table on the device
+            # the hop loop on the device, peers' rows asked through the host; the own feature
+            # rows gathered on the device (a typed part's from one table per node type)
             assert all((w.access.source.device is not None) == (b == "torch") for w in group.workers)
-            assert all((w.access.reader.table is not None) == (b == "torch" and graph == "untyped")
-                       for w in group.workers)
+            assert all((w.access.reader.table is not None) == (b == "torch") for w in group.workers)
+            if b == "torch" and graph == "typed":
+                assert all(isinstance(w.access.reader.x_local, TypedRows)
+                           and len(w.access.reader.table.tables) == len(w.access.reader.x_local.tables) > 1
+                           for w in group.workers)
             res = fit(cfg, group, None, NodeClassification(), progress=False)
             if graph == "untyped":
                 assert all(w.access.reader.cache is not None and w.access.reader.stats.cache_hits > 0

@@ -1,0 +1,72 @@
+"""A part's own feature rows held on the training device (``sampler.backend: torch``).
+
+An untyped part's rows are one ``[n, F]`` table; a typed part's
+(:class:`~partition.feature_rows.TypedRows`) stay one table per node type at the type's
+own width, with each row's type and position in it, so the device holds what the host
+holds and no padding. :meth:`DeviceRows.gather` answers the same float32 rows as reading
+the host table (padded with zeros beyond a type's width), as a tensor on the device.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from partition.feature_rows import TypedRows, fill_padded
+
+__all__ = ["DeviceRows"]
+
+
+def _tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    with warnings.catch_warnings():  # a part's memory-mapped table is read-only; so are the gathers
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(a).to(device)
+
+
+def _nonzero(mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.nonzero(mask, as_tuple=True)
+
+
+class DeviceRows:
+    """Rows ``0 .. n-1`` of a part's feature table (an array or :class:`TypedRows`) on
+    ``device``; build it with :meth:`place`, which declines a table that does not fit."""
+
+    def __init__(self, x: np.ndarray | TypedRows, device: torch.device) -> None:
+        self.device = device
+        self.width = int(x.shape[1])
+        self.types: torch.Tensor | None = None
+        self.positions: torch.Tensor | None = None
+        if isinstance(x, TypedRows):
+            self.tables = [_tensor(t, device) for t in x.tables]
+            self.types = _tensor(x.row_type, device)
+            self.positions = _tensor(x.row_in_type, device)
+        else:
+            self.tables = [_tensor(np.asarray(x), device)]
+
+    @staticmethod
+    def nbytes(x: np.ndarray | TypedRows) -> int:
+        """Bytes ``x`` takes on a device (a typed part's per-row type and position too)."""
+        if isinstance(x, TypedRows):
+            return x.nbytes + x.row_type.nbytes + x.row_in_type.nbytes
+        return int(x.nbytes)
+
+    @classmethod
+    def place(cls, x: np.ndarray | TypedRows, device: torch.device) -> DeviceRows | None:
+        """``x`` on ``device`` when it fits (a GPU: at most half its free memory; the CPU:
+        always, the arrays themselves without a copy), else None."""
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            if cls.nbytes(x) > free // 2:
+                return None
+        return cls(x, device)
+
+    def gather(self, rows: np.ndarray) -> torch.Tensor:
+        """Rows ``rows`` (local positions), float32 ``[len(rows), width]`` on the device."""
+        at = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(self.device)
+        if self.types is None:
+            return self.tables[0][at].to(torch.float32)
+        assert self.positions is not None
+        out = torch.zeros((at.shape[0], self.width), dtype=torch.float32, device=self.device)
+        return fill_padded(out, self.tables, self.types[at], self.positions[at], _nonzero)

@@ -118,6 +118,8 @@ class Prepared:
     num_input: int
     num_edges: int
     input_nodes: np.ndarray | None = None
+    ready: torch.cuda.Event | None = None
+    """On a GPU, recorded on the pipeline's copy stream once the batch is on the device."""
 
 
 class BatchPipeline:
@@ -126,11 +128,19 @@ class BatchPipeline:
     Sampling of batch t+1 overlaps training on batch t; the consumer's wait for the
     queue is reported as ``wait_s`` (the share of the epoch spent waiting on data).
     Exceptions on the producer thread are re-raised in the consumer.
+
+    On a GPU (``device`` cuda, ``prefetch`` > 0) the background thread works on a CUDA
+    stream of its own: the device sampler's hops, the gathers from the feature table, the
+    copies of rows fetched from peers and of the batch to the device run there while the
+    training step runs on the current stream; the consumer's stream waits for each batch's
+    ``ready`` event before using it, and the batch's tensors are recorded on that stream so
+    the allocator keeps them until the step is done with them.
     """
 
     def __init__(self, sampler: NeighborSampler, reader: FeatureReader,
                  targets: Callable[[SeedBatch], np.ndarray], batches: list[SeedBatch],
-                 keys: list[int], *, prefetch: int, needs: BlockNeeds, pin: bool = False) -> None:
+                 keys: list[int], *, prefetch: int, needs: BlockNeeds, pin: bool = False,
+                 device: torch.device | None = None) -> None:
         self.sampler = sampler
         self.reader = reader
         self.targets = targets
@@ -142,6 +152,9 @@ class BatchPipeline:
         self._q: queue.Queue[Prepared | BaseException] = queue.Queue(maxsize=max(1, prefetch))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.device = device
+        self._stream = (torch.cuda.Stream(device) if prefetch > 0 and device is not None and device.type == "cuda"
+                        else None)
         if prefetch > 0:
             self._thread = threading.Thread(target=self._produce, name="batch-prefetch", daemon=True)
             self._thread.start()
@@ -163,12 +176,22 @@ class BatchPipeline:
         return Prepared(pb, t1 - t0, t2 - t1, int(sb.input_nodes.shape[0]), int(sb.num_sampled_edges),
                         sb.input_nodes)
 
+    def _make_on_stream(self, i: int, stream: torch.cuda.Stream) -> Prepared:
+        """:meth:`make` with its device work, and the batch's copy to the device, on ``stream``."""
+        with torch.cuda.stream(stream):
+            item = self.make(i)
+            if item.batch is not None:
+                item.batch = item.batch.to(stream.device, non_blocking=True)
+                item.ready = torch.cuda.Event()
+                item.ready.record(stream)
+        return item
+
     def _produce(self) -> None:
         try:
             for i in range(len(self.batches)):
                 if self._stop.is_set():
                     return
-                item = self.make(i)
+                item = self.make(i) if self._stream is None else self._make_on_stream(i, self._stream)
                 while not self._stop.is_set():
                     try:
                         self._q.put(item, timeout=0.1)
@@ -188,12 +211,19 @@ class BatchPipeline:
             self.wait_s += time.perf_counter() - t0
             if isinstance(item, BaseException):
                 raise item
+            if item.ready is not None and item.batch is not None:
+                current = torch.cuda.current_stream(self.device)
+                current.wait_event(item.ready)
+                for t in item.batch.tensors():
+                    t.record_stream(current)
             yield item
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._stream is not None:  # what the next pipeline reuses (the sampler's maps) is settled
+            self._stream.synchronize()
 
 
 @dataclass

@@ -88,6 +88,11 @@ class Block:
         return Block(_pinned(self.edge_index), self.num_src, self.num_dst, pin(self.indptr),
                      pin(self.src_deg), pin(self.src_type), pin(self.edge_rel))
 
+    def tensors(self) -> list[torch.Tensor]:
+        """The block's tensors, those set."""
+        return [t for t in (self.edge_index, self.indptr, self.src_deg, self.src_type, self.edge_rel)
+                if t is not None]
+
 
 @dataclass
 class SampledBatch:
@@ -130,6 +135,10 @@ class PreparedBatch:
         """Page-locked copies, so ``.to('cuda', non_blocking=True)`` overlaps compute (tensors
         already on a device stay as they are)."""
         return PreparedBatch(_pinned(self.x), _pinned(self.y), [b.pin_memory() for b in self.blocks], self.seeds)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the batch: ``x``, ``y`` and the blocks'."""
+        return [self.x, self.y, *(t for b in self.blocks for t in b.tensors())]
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> PreparedBatch:
         return PreparedBatch(self.x.to(device, non_blocking=non_blocking),

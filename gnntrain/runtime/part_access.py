@@ -156,7 +156,7 @@ class PartAccess:
 
         return BatchPipeline(self.sampler, self.reader, targets, batches, keys,
                              prefetch=self.cfg.sampler.prefetch if prefetch is None else prefetch,
-                             needs=needs, pin=self.device.type == "cuda")
+                             needs=needs, pin=self.device.type == "cuda", device=self.device)
 
     def io_counters(self) -> Callable[[EpochStats], None]:
         """Snapshot the sampler's and reader's counters; the returned function adds what

@@ -252,3 +252,39 @@ def test_a_csr_larger_than_the_gpus_free_memory_is_refused_before_any_copy(monke
         TorchCSRSource(g.indptr, g.indices, device="cuda")
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (need, 8 * need))
     assert TorchCSRSource(g.indptr, g.indices, device="cuda")._on_device == {}  # it fits: nothing copied yet
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_prefetching_pipeline_makes_the_batches_made_in_step(device: str) -> None:
+    """The batch pipeline on a device: batches made ahead on the background thread (on a
+    GPU on a CUDA stream of its own, each with a ``ready`` event the consumer's stream
+    waits on) equal, tensor for tensor, the batches made in step with no prefetch."""
+    from gnntrain.engine import BatchPipeline
+    from gnntrain.models import BlockNeeds
+    from gnntrain.tasks import SeedBatch
+    from tests.runtime.test_routing import policy_over
+
+    g = make_hub_graph()
+    dev = torch.device(device)
+    sampler = NeighborSampler(TorchCSRSource(g.indptr, g.indices, device=dev), [4, 3])
+    reader = DistFeatureReader(g.x, policy_over([0, g.num_nodes], 0), g.in_degrees(), device=dev)
+    batches = [SeedBatch(ids) for ids in np.array_split(g.train_idx, 6)]
+    runs = []
+    for prefetch in (0, 2):
+        pipe = BatchPipeline(sampler, reader, lambda b: g.y[b.nodes], batches, [11 * i for i in range(6)],
+                             prefetch=prefetch, needs=BlockNeeds(degrees=True), device=dev)
+        try:
+            items = list(pipe)
+        finally:
+            pipe.close()
+        on_stream = prefetch > 0 and device == "cuda"
+        assert all((it.ready is not None) == on_stream for it in items)
+        if on_stream:  # copied to the device on the stream: the step's copy has nothing left to do
+            assert all(it.batch is not None and {t.device.type for t in it.batch.tensors()} == {"cuda"}
+                       for it in items)
+        runs.append(items)
+    for a, b in zip(*runs, strict=True):
+        assert a.batch is not None and b.batch is not None
+        assert np.array_equal(a.input_nodes, b.input_nodes)
+        assert all(torch.equal(x, y) for x, y in zip(a.batch.to(dev).tensors(), b.batch.to(dev).tensors(),
+                                                     strict=True))

@@ -90,8 +90,8 @@ class SamplerConfig(BaseModel):
         "or torch ops on the training device (train.device; a GPU when it is cuda): the same "
         "neighbours either way (samplers/device.py), with every hop there, relabelling included "
         "(peers' rows through the host), and the own feature rows gathered on that device when "
-        "they fit (a GPU: at most half its free memory; a typed graph's one table per node "
-        "type); weighted "
+        "they fit (a GPU: at most half its free memory, else read by the GPU from page-locked host "
+        "memory; a typed graph's one table per node type); weighted "
         "sampling is numba only")
     shuffle: bool = Field(True, description="shuffle each worker's seeds every epoch")
     prefetch: int = Field(2, ge=0, description="batches sampled ahead of training")

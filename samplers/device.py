@@ -37,7 +37,7 @@ from samplers import _kernels as K
 from samplers.base import DeviceNeighbors, Fanout, Neighbors, SamplerError
 from samplers.local import CSRSource, check_fanout, check_ids
 
-__all__ = ["TorchCSRSource", "draw_uniform"]
+__all__ = ["TorchCSRSource", "draw_uniform", "host_mapped"]
 
 
 def _signed(u: int) -> int:
@@ -120,13 +120,39 @@ def _floyd(state: torch.Tensor, deg: torch.Tensor, k: int) -> torch.Tensor:
     return picks
 
 
+class _HostView:
+    """A page-locked host tensor described as CUDA memory (``__cuda_array_interface__``):
+    with unified virtual addressing a pinned buffer's address is valid on the GPU too."""
+
+    def __init__(self, pinned: torch.Tensor) -> None:
+        self.pinned = pinned  # the CUDA tensor made from this object keeps it, and so the buffer, alive
+        self.__cuda_array_interface__ = {
+            "shape": tuple(pinned.shape), "typestr": np.dtype(str(pinned.dtype).removeprefix("torch.")).str,
+            "data": (pinned.data_ptr(), False), "strides": None, "version": 3}
+
+
+def host_mapped(arr: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``arr`` copied once into page-locked host memory and seen from the GPU ``device`` as
+    a CUDA tensor over that memory (zero-copy: kernels indexing it read the rows they
+    need across the bus; nothing is held in GPU memory). For arrays larger than the GPU's
+    free memory."""
+    with warnings.catch_warnings():  # read-only (memory-mapped) arrays: only read here
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        pinned = torch.from_numpy(np.ascontiguousarray(arr)).pin_memory()
+    if pinned.numel() == 0:
+        return torch.empty(pinned.shape, dtype=pinned.dtype, device=device)
+    return torch.as_tensor(_HostView(pinned), device=device)
+
+
 class TorchCSRSource(CSRSource):
     """A :class:`~samplers.CSRSource` whose draws run in torch ops on ``device`` (the
     CSR's arrays, and a typed source's per-relation rows, are copied there once, on first
     use): the same neighbours, in the same order, for every fanout, typed or not.
     :meth:`sample_neighbors` answers numpy arrays, as the protocol says;
     :meth:`draw_on_device` keeps them on the device, so a sampler over this source runs
-    every hop there (:mod:`samplers.device_neighbor`)."""
+    every hop there (:mod:`samplers.device_neighbor`). A CSR larger than the GPU's free
+    memory stays in page-locked host memory that the GPU reads (:func:`host_mapped`,
+    :attr:`zero_copy` set): the same draws, slower."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, *, device: torch.device | str = "cpu",
                  row_offset: int = 0, num_nodes: int | None = None, edge_rel: np.ndarray | None = None,
@@ -135,19 +161,14 @@ class TorchCSRSource(CSRSource):
                          num_relations=num_relations)
         self.device = torch.device(device)
         self._on_device: dict[int, tuple[np.ndarray, torch.Tensor]] = {}
-        if self.device.type == "cuda":
-            self._check_room()
+        self.zero_copy = self.device.type == "cuda" and not self._fits()
 
-    def _check_room(self) -> None:
-        """Refuse, before anything is copied, a CSR whose arrays (int64 offsets and
-        neighbours; a typed source's edge positions and relations as well) exceed the
-        GPU's free memory."""
+    def _fits(self) -> bool:
+        """Whether the CSR's arrays (int64 offsets and neighbours; a typed source's edge
+        positions and relations as well) fit in the GPU's free memory."""
         need = 8 * (self.indptr.size + self.indices.size * (1 if self.edge_rel is None else 3))
         free, _ = torch.cuda.mem_get_info(self.device)
-        if need > free:
-            raise SamplerError(f"sampler.backend='torch': this part's CSR needs {need / 2**30:.2f} GiB on "
-                               f"{self.device} and {free / 2**30:.2f} GiB are free; use sampler.backend: numba "
-                               "(the host draws the same neighbours), or more parts")
+        return need <= free
 
     @classmethod
     def of(cls, source: CSRSource, device: torch.device | str) -> TorchCSRSource:
@@ -159,12 +180,18 @@ class TorchCSRSource(CSRSource):
                    num_nodes=source.num_nodes, edge_rel=source.edge_rel, num_relations=source.num_relations)
 
     def _tensor(self, arr: np.ndarray) -> torch.Tensor:
-        """``arr`` on the device, copied once (the arrays drawn from live as long as the source)."""
+        """``arr`` on the device, copied once (the arrays drawn from live as long as the
+        source), or mapped from page-locked host memory (:attr:`zero_copy`)."""
         got = self._on_device.get(id(arr))
         if got is None or got[0] is not arr:
-            with warnings.catch_warnings():  # a part's memory-mapped CSR is read-only; so are the draws
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.int64)).to(self.device)
+            host = np.ascontiguousarray(arr, dtype=np.int64)
+            assert self.device is not None
+            if self.zero_copy:
+                tensor = host_mapped(host, self.device)
+            else:
+                with warnings.catch_warnings():  # a part's memory-mapped CSR is read-only; so are the draws
+                    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                    tensor = torch.from_numpy(host).to(self.device)
             got = (arr, tensor)
             self._on_device[id(arr)] = got
         return got[1]

@@ -5,6 +5,8 @@ An untyped part's rows are one ``[n, F]`` table; a typed part's
 own width, with each row's type and position in it, so the device holds what the host
 holds and no padding. :meth:`DeviceRows.gather` answers the same float32 rows as reading
 the host table (padded with zeros beyond a type's width), as a tensor on the device.
+Rows that do not fit in GPU memory stay in page-locked host memory the GPU gathers from
+(:func:`samplers.device.host_mapped`, zero-copy).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import numpy as np
 import torch
 
 from partition.feature_rows import TypedRows, fill_padded
+from samplers.device import host_mapped
 
 __all__ = ["DeviceRows"]
 
 
-def _tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
+def _tensor(a: np.ndarray, device: torch.device, mapped: bool) -> torch.Tensor:
+    if mapped:
+        return host_mapped(a, device)
     with warnings.catch_warnings():  # a part's memory-mapped table is read-only; so are the gathers
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(a).to(device)
@@ -31,19 +36,21 @@ def _nonzero(mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 class DeviceRows:
     """Rows ``0 .. n-1`` of a part's feature table (an array or :class:`TypedRows`) on
-    ``device``; build it with :meth:`place`, which declines a table that does not fit."""
+    ``device``, or with ``mapped`` in page-locked host memory the GPU reads; build it with
+    :meth:`place`, which picks."""
 
-    def __init__(self, x: np.ndarray | TypedRows, device: torch.device) -> None:
+    def __init__(self, x: np.ndarray | TypedRows, device: torch.device, *, mapped: bool = False) -> None:
         self.device = device
+        self.mapped = mapped
         self.width = int(x.shape[1])
         self.types: torch.Tensor | None = None
         self.positions: torch.Tensor | None = None
         if isinstance(x, TypedRows):
-            self.tables = [_tensor(t, device) for t in x.tables]
-            self.types = _tensor(x.row_type, device)
-            self.positions = _tensor(x.row_in_type, device)
+            self.tables = [_tensor(t, device, mapped) for t in x.tables]
+            self.types = _tensor(x.row_type, device, mapped)
+            self.positions = _tensor(x.row_in_type, device, mapped)
         else:
-            self.tables = [_tensor(np.asarray(x), device)]
+            self.tables = [_tensor(np.asarray(x), device, mapped)]
 
     @staticmethod
     def nbytes(x: np.ndarray | TypedRows) -> int:
@@ -53,13 +60,13 @@ class DeviceRows:
         return int(x.nbytes)
 
     @classmethod
-    def place(cls, x: np.ndarray | TypedRows, device: torch.device) -> DeviceRows | None:
+    def place(cls, x: np.ndarray | TypedRows, device: torch.device) -> DeviceRows:
         """``x`` on ``device`` when it fits (a GPU: at most half its free memory; the CPU:
-        always, the arrays themselves without a copy), else None."""
+        always, the arrays themselves without a copy), else mapped from page-locked host
+        memory."""
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
-            if cls.nbytes(x) > free // 2:
-                return None
+            return cls(x, device, mapped=cls.nbytes(x) > free // 2)
         return cls(x, device)
 
     def gather(self, rows: np.ndarray) -> torch.Tensor:

@@ -157,9 +157,10 @@ class DistFeatureReader:
     width) marks the featureless types: their remote rows are zeros, read without asking.
 
     ``device`` (``sampler.backend: torch``): the reader holds its own rows on that device
-    when they fit (:class:`~gnntrain.runtime.device_rows.DeviceRows`: a GPU: at most half
-    its free memory; the CPU: the arrays themselves, no copy; a typed part one table per
-    node type at its width; :attr:`table` is then set) and :meth:`read` answers a tensor
+    (:class:`~gnntrain.runtime.device_rows.DeviceRows`, :attr:`table`: on a GPU when they
+    take at most half its free memory, else in page-locked host memory the GPU reads; the
+    CPU: the arrays themselves, no copy; a typed part one table per node type at its
+    width) and :meth:`read` answers a tensor
     there: owned rows gathered on the device, the others (cached or fetched on the host)
     copied in; a reader that owns every row (one process) never touches the host."""
 

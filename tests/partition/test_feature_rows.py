@@ -52,11 +52,16 @@ def test_tables_that_disagree_with_the_row_types_are_refused() -> None:
         TypedRows([np.zeros((3, 5), np.float32)], np.zeros(3, np.int64), 4)
 
 
-@pytest.mark.parametrize("device", [None, "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
-def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory(device: str | None) -> None:
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("device", [None, "cpu", pytest.param("cuda", marks=CUDA),
+                                    pytest.param("cuda-mapped", marks=CUDA)])
+def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory(
+        device: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the host, and on a device (``sampler.backend: torch``): one table per type there,
-    each at its width, the padded rows gathered bit for bit."""
+    each at its width, the padded rows gathered bit for bit; on a GPU without the room for
+    them (``cuda-mapped``) from page-locked host memory the GPU reads."""
     from gnntrain.runtime.comm import CommCounter
     from gnntrain.runtime.dist_source import DistFeatureReader
     from gnntrain.runtime.routing import PartitionPolicy
@@ -65,11 +70,16 @@ def test_the_feature_reader_reads_per_type_rows_without_padding_them_in_memory(d
     x, types = padded_rows(1)
     rows = TypedRows.from_padded(x, types, 3)
     policy = PartitionPolicy(PartitionBook([0, 100, 140, 200]), 1, None, CommCounter(1, 3))  # type: ignore[arg-type]
+    mapped = device == "cuda-mapped"
+    if mapped:
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (0, 1 << 30))
+        device = "cuda"
     reader = DistFeatureReader(rows, policy, np.zeros(200, np.int64),
                                device=None if device is None else torch.device(device))
     assert reader.x_local is rows
     if device is not None:
         assert reader.table is not None
+        assert reader.table.mapped == mapped
         assert [tuple(t.shape) for t in reader.table.tables] == [tuple(t.shape) for t in rows.tables]
         assert all(t.device.type == device for t in reader.table.tables)
     for ids in (np.array([139, 100]), np.arange(100, 140), np.array([100, 105, 100]), np.empty(0, np.int64)):

@@ -243,15 +243,37 @@ def test_weighted_sampling_is_refused_before_anything_runs(tmp_path: Path) -> No
         TorchCSRSource.of(weighted, "cpu")
 
 
-def test_a_csr_larger_than_the_gpus_free_memory_is_refused_before_any_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_csr_larger_than_the_gpus_free_memory_is_read_from_host_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The choice, made before anything is copied: a CSR of more bytes than the GPU has free
+    is mapped from page-locked host memory (zero-copy), one that fits is copied."""
     g = make_graph(300, seed=5)
     need = 8 * (g.indptr.size + g.indices.size)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (need - 1, 8 * need))
-    with pytest.raises(SamplerError, match=r"sampler.backend='torch': this part's CSR needs .* GiB on cuda "
-                                           r"and .* GiB are free; use sampler.backend: numba"):
-        TorchCSRSource(g.indptr, g.indices, device="cuda")
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (need, 8 * need))
-    assert TorchCSRSource(g.indptr, g.indices, device="cuda")._on_device == {}  # it fits: nothing copied yet
+    for free, mapped in ((need - 1, True), (need, False)):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None, free=free: (free, 8 * need))
+        src = TorchCSRSource(g.indptr, g.indices, device="cuda")
+        assert src.zero_copy == mapped and src._on_device == {}  # nothing copied yet
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_gpu_draws_the_same_neighbours_from_a_csr_in_host_memory(
+        hubs: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Zero-copy: the CSR's arrays stay in page-locked host memory (no GPU memory taken by
+    them) and the draws equal the host kernels'."""
+    from samplers.device import host_mapped
+
+    before = torch.cuda.memory_allocated()
+    view = host_mapped(hubs.indices, torch.device("cuda"))
+    assert view.device.type == "cuda" and torch.cuda.memory_allocated() == before
+    assert torch.equal(view[torch.arange(0, hubs.indices.size, 7, device="cuda")].cpu(),
+                       torch.from_numpy(hubs.indices[::7].astype(np.int64)))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (0, 1 << 30))
+    src = TorchCSRSource(hubs.indptr, hubs.indices, device="cuda")
+    assert src.zero_copy
+    ref = CSRSource(hubs.indptr, hubs.indices)
+    seeds = np.arange(0, hubs.num_nodes, 3)
+    for fanout, replace in ((5, False), (5, True), (-1, False)):
+        _same(src.sample_neighbors(seeds, fanout, replace=replace, key=7),
+              ref.sample_neighbors(seeds, fanout, replace=replace, key=7))
 
 
 @pytest.mark.parametrize("device", DEVICES)

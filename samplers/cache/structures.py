@@ -255,19 +255,35 @@ class TypedFeatureCache(FeatureCache):
         return sum(len(c) for c in self.caches if c is not None)
 
     def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._lookup(ids, None)
+
+    def lookup_on(self, ids: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
+        """:meth:`lookup` with each type's hits from its cache's :meth:`~FeatureCache.lookup_on`
+        (a static cache's rows on the device), padded there."""
+        return self._lookup(ids, device)
+
+    def _lookup(self, ids: np.ndarray, device: torch.device | None) -> tuple[np.ndarray, Any]:
+        """Hits and their padded rows: numpy arrays, or a tensor on ``device``."""
+        import torch
+
         ids = check_ids(ids, 0, int(self.node_types.shape[0]), "ids")
         hit = np.zeros(ids.size, dtype=bool)
-        rows = np.zeros((ids.size, self.dim), dtype=np.float32)
+
+        def at(a: np.ndarray) -> Any:  # positions as the rows' index
+            return a if device is None else torch.from_numpy(a).to(device)
+
+        rows: Any = (np.zeros((ids.size, self.dim), dtype=np.float32) if device is None
+                     else torch.zeros((ids.size, self.dim), dtype=torch.float32, device=device))
         for t, pos in value_groups(self.node_types[ids]):
             c = self.caches[t]
             if c is None:
                 self._misses_uncached += int(pos.size)
                 continue
-            h, r = c.lookup(ids[pos])
+            h, r = c.lookup(ids[pos]) if device is None else c.lookup_on(ids[pos], device)
             hit[pos[h]] = True
-            rows[pos[h], :c.dim] = r
+            rows[at(pos[h]), :c.dim] = r
         self._sum_stats()
-        return hit, rows[hit]
+        return hit, rows[at(hit)]
 
     def insert(self, ids: np.ndarray, rows: np.ndarray) -> None:
         ids = check_ids(ids, 0, int(self.node_types.shape[0]), "ids")

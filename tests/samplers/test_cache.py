@@ -267,6 +267,38 @@ def test_typed_cache_holds_each_type_at_its_width_and_reads_padded_rows() -> Non
         again.load_state_dict(LRUCache(4, 6).state_dict())
 
 
+@pytest.mark.parametrize("policy", ["degree", "lru"])
+def test_typed_cache_reads_hits_on_a_device_as_on_the_host(policy: str) -> None:
+    """``lookup_on`` (``sampler.backend: torch``): the same hits and padded rows as
+    ``lookup``, counted the same; a static policy's per-type caches serve them from their
+    rows on the device, a dynamic one's are copied in."""
+    import torch
+
+    from samplers import CacheConfig, build_cache
+    from samplers.cache import StaticCache, TypedFeatureCache
+
+    remote = np.arange(100, 500)
+
+    def make() -> TypedFeatureCache:
+        c = build_cache(CacheConfig(policy=policy, size=0.5), dim=6, num_remote_rows=400, candidates=remote,
+                        degrees=remote % 17, read_rows=_typed_rows, node_types=TYPES, type_widths=WIDTHS)
+        assert isinstance(c, TypedFeatureCache)
+        c.insert(remote, _typed_rows(remote))  # a dynamic cache keeps the last rows of each type
+        return c
+
+    host, dev = make(), make()
+    probe = np.array([450, 310, 100, 101, 499, 250, 120, 310])
+    want_hit, want_rows = host.lookup(probe)
+    hit, rows = dev.lookup_on(probe, torch.device("cpu"))
+    assert isinstance(rows, torch.Tensor) and want_hit.any() and not want_hit.all()
+    assert hit.tolist() == want_hit.tolist()
+    np.testing.assert_array_equal(rows.numpy(), want_rows)
+    assert dev.stats == host.stats
+    statics = [c for c in dev.caches if isinstance(c, StaticCache)]
+    assert len(statics) == (2 if policy == "degree" else 0)
+    assert all(list(c._on_device) == [torch.device("cpu")] for c in statics)
+
+
 def test_typed_cache_sizes_give_every_type_the_same_share() -> None:
     from samplers import CacheConfig, build_cache
     from samplers.cache import TypedFeatureCache

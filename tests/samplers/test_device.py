@@ -27,6 +27,7 @@ from partition.feature_rows import TypedRows
 from partition.graph import Graph
 from samplers import CSRSource, GraphSource, Neighbors, NeighborSampler, SamplerError
 from samplers.base import Fanout
+from samplers.cache import TypedFeatureCache
 from samplers.device import TorchCSRSource
 from tests.conftest import make_graph
 from tests.runtime.helpers import assert_same_state, final_state, tiny_cfg
@@ -195,9 +196,9 @@ def test_a_typed_single_process_run_ends_as_the_numba_run(tmp_path: Path, monkey
 def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: Path, graph: str) -> None:
     """Each worker runs its hops on the device, draws its own rows there and answers its
     peer's requests with them, the same requests as numba's workers (no dropout: the two
-    workers of the in-process group share torch's random stream). Untyped: with a
-    pre-sampled static cache, its hits gathered on the device. Typed: R-GCN, relations of
-    remote rows included."""
+    workers of the in-process group share torch's random stream), with a pre-sampled static
+    cache whose hits are gathered on the device (typed: one per node type). Typed: R-GCN,
+    relations of remote rows included."""
     from partition.training_set import build_training_set
     from tests.runtime.test_typed_training import GRAPH, typed_cfg
 
@@ -205,7 +206,7 @@ def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: 
     states, comm = [], []
     for b in ("numba", "torch"):
         make_cfg = tiny_cfg if graph == "untyped" else typed_cfg
-        cache = ("sampler.cache.policy=presample", "sampler.cache.size=0.3") if graph == "untyped" else ()
+        cache = ("sampler.cache.policy=presample", "sampler.cache.size=0.3")
         cfg = make_cfg(tmp_path / b, f"sampler.backend={b}", "model.dropout=0.0", *cache, workers=2)
         ts = build_training_set(g, cfg.partition, tmp_path / b / "parts")
         group = LoopbackGroup(cfg, [ts.load_part(p) for p in range(2)], np.asarray(ts.global_degrees()),
@@ -222,10 +223,13 @@ def test_two_workers_end_as_the_numba_workers_and_move_the_same_bytes(tmp_path: 
                            and len(w.access.reader.table.tables) == len(w.access.reader.x_local.tables) > 1
                            for w in group.workers)
             res = fit(cfg, group, None, NodeClassification(), progress=False)
-            if graph == "untyped":
-                assert all(w.access.reader.cache is not None and w.access.reader.stats.cache_hits > 0
-                           and list(w.access.reader.cache._on_device) == ([torch.device("cpu")] if b == "torch" else [])
-                           for w in group.workers)
+            for w in group.workers:
+                cache_of = w.access.reader.cache
+                assert cache_of is not None and w.access.reader.stats.cache_hits > 0
+                statics = cache_of.caches if isinstance(cache_of, TypedFeatureCache) else [cache_of]
+                assert statics and all(
+                    list(c._on_device) == ([torch.device("cpu")] if b == "torch" else [])
+                    for c in statics if c is not None)
             states.append([w.model.state_dict() for w in group.workers])
             comm.append([(r["loss"], r["comm"]["by_category"]) for r in res.epochs])
         finally:

@@ -101,9 +101,11 @@ def lookup(ids: np.ndarray, keys: np.ndarray, tslot: np.ndarray, lru: bool, prev
 @nb.njit(nogil=True, cache=True)
 def insert(ids: np.ndarray, rows_in: np.ndarray, keys: np.ndarray, tslot: np.ndarray,
            slot_id: np.ndarray, rows: np.ndarray, lru: bool, prev: np.ndarray, nxt: np.ndarray,
-           meta: np.ndarray) -> None:
-    """Store ``rows_in[i]`` under ``ids[i]``, evicting the LRU / oldest row when full."""
+           meta: np.ndarray, written: np.ndarray) -> None:
+    """Store ``rows_in[i]`` under ``ids[i]``, evicting the LRU / oldest row when full;
+    ``written[i]`` is the slot row ``i`` went to (-1 for a cache of no rows)."""
     cap = slot_id.shape[0]
+    written[:] = -1
     if cap == 0:
         return
     for i in range(ids.shape[0]):
@@ -133,6 +135,7 @@ def insert(ids: np.ndarray, rows_in: np.ndarray, keys: np.ndarray, tslot: np.nda
             if lru:
                 _push_front(prev, nxt, meta, s)
         rows[s, :] = rows_in[i, :]
+        written[i] = s
 
 
 @nb.njit(nogil=True, cache=True)

@@ -92,7 +92,10 @@ class FeatureCache(ABC):
 
 
 class SlotCache(FeatureCache):
-    """Shared machinery: numba hash table id -> slot, rows ``[capacity, dim]``."""
+    """Shared machinery: numba hash table id -> slot, rows ``[capacity, dim]``.
+    :meth:`lookup_on` keeps a copy of the rows on each device it is asked for (the
+    GPU-resident cache of ``sampler.backend: torch``) and gathers hits there; inserts
+    update the copies."""
 
     _lru = False
     _policy = "static"
@@ -116,6 +119,7 @@ class SlotCache(FeatureCache):
         self._prev = np.full(self.capacity, -1, dtype=np.int64)
         self._nxt = np.full(self.capacity, -1, dtype=np.int64)
         self._meta = np.array([-1, -1, 0, 0], dtype=np.int64)
+        self._on_device: dict[torch.device, torch.Tensor] = {}
 
     def __len__(self) -> int:
         return int(self._meta[CK.SIZE])
@@ -128,6 +132,17 @@ class SlotCache(FeatureCache):
     def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         hit, slots = self._slots(ids)
         return hit, self._rows[slots]
+
+    def lookup_on(self, ids: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
+        """Hits gathered from a copy of the row table kept on ``device`` (made on the first
+        lookup there; the rows an insert writes are copied to it)."""
+        import torch
+
+        hit, slots = self._slots(ids)
+        rows = self._on_device.get(device)
+        if rows is None:
+            rows = self._on_device[device] = torch.from_numpy(self._rows).to(device, copy=True)
+        return hit, rows[torch.from_numpy(slots).to(device)]
 
     def _slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The hit mask of ``ids`` and the slots of the hits (counted in ``stats``)."""
@@ -143,8 +158,15 @@ class SlotCache(FeatureCache):
         if rows.ndim != 2 or rows.shape != (ids.size, self.dim):
             raise SamplerError(f"rows: expected shape ({ids.size}, {self.dim}), got {rows.shape}")
         rows = np.ascontiguousarray(rows, dtype=np.float32)
+        written = np.empty(ids.size, dtype=np.int64)
         CK.insert(ids, rows, self._keys, self._tslot, self._slot_id, self._rows, self._lru,
-                  self._prev, self._nxt, self._meta)
+                  self._prev, self._nxt, self._meta, written)
+        if self._on_device:
+            import torch
+
+            slots = np.unique(written[written >= 0])
+            for device, table in self._on_device.items():
+                table[torch.from_numpy(slots).to(device)] = torch.from_numpy(self._rows[slots]).to(device)
 
     def ids(self) -> np.ndarray:
         """Ids held, in eviction order (the next victim first)."""
@@ -168,22 +190,7 @@ class SlotCache(FeatureCache):
 
 
 class StaticCache(SlotCache):
-    """A fixed set of rows (``ids`` unique, ``rows`` float32 ``[len(ids), F]``); never admits.
-    :meth:`lookup_on` keeps a copy of the rows on each device it is asked for (the
-    GPU-resident cache of ``sampler.backend: torch``) and gathers hits there."""
-
-    def _alloc(self, capacity: int, dim: int) -> None:
-        super()._alloc(capacity, dim)
-        self._on_device: dict[torch.device, torch.Tensor] = {}
-
-    def lookup_on(self, ids: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
-        import torch
-
-        hit, slots = self._slots(ids)
-        rows = self._on_device.get(device)
-        if rows is None:
-            rows = self._on_device[device] = torch.from_numpy(self._rows).to(device)
-        return hit, rows[torch.from_numpy(slots).to(device)]
+    """A fixed set of rows (``ids`` unique, ``rows`` float32 ``[len(ids), F]``); never admits."""
 
     def __init__(self, ids: np.ndarray, rows: np.ndarray) -> None:
         ids = check_ids(ids, 0, np.iinfo(np.int64).max, "ids")

@@ -130,8 +130,9 @@ def test_rows_of_owned_ids_are_never_asked_of_peers() -> None:
 def test_reader_reads_exact_rows_through_its_cache(policy: str, device: str | None) -> None:
     """Owned rows from the table, remote rows via the cache, misses from their owner: the
     result is always x[ids], every remote read is looked up once, and only misses are asked.
-    With a device (``sampler.backend: torch``) the owned rows come from the table there, a
-    static cache's hits from its rows there, and the answer is a tensor there."""
+    With a device (``sampler.backend: torch``) the owned rows come from the table there, the
+    cache's hits from its copy of the rows there (a dynamic cache's updated by each insert),
+    and the answer is a tensor there."""
     g = make_hub_graph()
     peers = TablePeers(g.x)
     routing = policy_over([0, 300, 600], 0, peers)
@@ -154,8 +155,10 @@ def test_reader_reads_exact_rows_through_its_cache(policy: str, device: str | No
         np.testing.assert_array_equal(got.cpu().numpy() if isinstance(got, torch.Tensor) else got,
                                       g.x[b.input_nodes])
         total_remote += int((b.input_nodes >= 300).sum())
-    if isinstance(cache, StaticCache):  # the hits were gathered from the cache's rows on the device
-        assert list(cache._on_device) == ([] if device is None else [torch.device(device)])
+    # the hits were gathered from the cache's rows on the device
+    assert list(cache._on_device) == ([] if device is None else [torch.device(device)])
+    if device is not None:
+        np.testing.assert_array_equal(cache._on_device[torch.device(device)].cpu().numpy(), cache._rows)
     st = cache.stats
     assert st.lookups == total_remote == reader.stats.remote
     assert sum(ids.size for _, _, ids in peers.asked) == st.misses == reader.stats.fetched

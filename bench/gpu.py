@@ -15,8 +15,9 @@ worker, Adam) on a synthetic graph from ``--graph``:
   edges both ways, 123.7M; the generator's graph holds 122.5M once duplicates are merged).
 
 For each graph, ``--precision`` (``train.precision``) and ``--sampler``
-(``sampler.backend``: ``numba`` samples on the host; ``torch`` runs the hop loop and the
-own rows' feature gather on the training device, a single process entirely there) it
+(``sampler.backend``: ``numba`` samples on the host; ``torch`` runs the hop loop, the
+own rows' feature gather and the cache's hits on the training device, a single process
+entirely there, each worker's batches made ahead on a CUDA stream of its own) it
 trains each of ``--modes``: the single process, and k Ray workers sharing the device
 (``train.device``, ``cuda`` unless ``--device``), and prints one JSON row per run: epoch time
 (mean after the first), the time split (sample / fetch / compute / sync / wait), the peak

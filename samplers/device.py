@@ -37,7 +37,7 @@ from samplers import _kernels as K
 from samplers.base import DeviceNeighbors, Fanout, Neighbors, SamplerError
 from samplers.local import CSRSource, check_fanout, check_ids
 
-__all__ = ["TorchCSRSource", "draw_uniform", "host_mapped"]
+__all__ = ["TorchCSRSource", "device_tensor", "draw_uniform"]
 
 
 def _signed(u: int) -> int:
@@ -131,14 +131,18 @@ class _HostView:
             "data": (pinned.data_ptr(), False), "strides": None, "version": 3}
 
 
-def host_mapped(arr: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``arr`` copied once into page-locked host memory and seen from the GPU ``device`` as
-    a CUDA tensor over that memory (zero-copy: kernels indexing it read the rows they
-    need across the bus; nothing is held in GPU memory). For arrays larger than the GPU's
-    free memory."""
-    with warnings.catch_warnings():  # read-only (memory-mapped) arrays: only read here
+def device_tensor(arr: np.ndarray, device: torch.device, *, mapped: bool = False) -> torch.Tensor:
+    """``arr`` as a tensor on ``device``, copied there (on the CPU the array itself), or with
+    ``mapped`` copied once into page-locked host memory and seen from the GPU as a CUDA
+    tensor over that memory (zero-copy: kernels indexing it read the rows they need across
+    the bus; nothing is held in GPU memory), for arrays larger than the GPU's free memory.
+    Read-only (memory-mapped) arrays are fine: the tensor is only read."""
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        pinned = torch.from_numpy(np.ascontiguousarray(arr)).pin_memory()
+        host = torch.from_numpy(np.ascontiguousarray(arr))
+        if not mapped:
+            return host.to(device)
+        pinned = host.pin_memory()
     if pinned.numel() == 0:
         return torch.empty(pinned.shape, dtype=pinned.dtype, device=device)
     return torch.as_tensor(_HostView(pinned), device=device)
@@ -151,7 +155,7 @@ class TorchCSRSource(CSRSource):
     :meth:`sample_neighbors` answers numpy arrays, as the protocol says;
     :meth:`draw_on_device` keeps them on the device, so a sampler over this source runs
     every hop there (:mod:`samplers.device_neighbor`). A CSR larger than the GPU's free
-    memory stays in page-locked host memory that the GPU reads (:func:`host_mapped`,
+    memory stays in page-locked host memory that the GPU reads (:func:`device_tensor`,
     :attr:`zero_copy` set): the same draws, slower."""
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, *, device: torch.device | str = "cpu",
@@ -184,15 +188,8 @@ class TorchCSRSource(CSRSource):
         source), or mapped from page-locked host memory (:attr:`zero_copy`)."""
         got = self._on_device.get(id(arr))
         if got is None or got[0] is not arr:
-            host = np.ascontiguousarray(arr, dtype=np.int64)
             assert self.device is not None
-            if self.zero_copy:
-                tensor = host_mapped(host, self.device)
-            else:
-                with warnings.catch_warnings():  # a part's memory-mapped CSR is read-only; so are the draws
-                    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                    tensor = torch.from_numpy(host).to(self.device)
-            got = (arr, tensor)
+            got = (arr, device_tensor(np.asarray(arr, dtype=np.int64), self.device, mapped=self.zero_copy))
             self._on_device[id(arr)] = got
         return got[1]
 

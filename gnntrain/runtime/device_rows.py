@@ -6,28 +6,18 @@ own width, with each row's type and position in it, so the device holds what the
 holds and no padding. :meth:`DeviceRows.gather` answers the same float32 rows as reading
 the host table (padded with zeros beyond a type's width), as a tensor on the device.
 Rows that do not fit in GPU memory stay in page-locked host memory the GPU gathers from
-(:func:`samplers.device.host_mapped`, zero-copy).
+(:func:`samplers.device.device_tensor`, zero-copy).
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import torch
 
 from partition.feature_rows import TypedRows, fill_padded
-from samplers.device import host_mapped
+from samplers.device import device_tensor
 
 __all__ = ["DeviceRows"]
-
-
-def _tensor(a: np.ndarray, device: torch.device, mapped: bool) -> torch.Tensor:
-    if mapped:
-        return host_mapped(a, device)
-    with warnings.catch_warnings():  # a part's memory-mapped table is read-only; so are the gathers
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(a).to(device)
 
 
 def _nonzero(mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -46,11 +36,11 @@ class DeviceRows:
         self.types: torch.Tensor | None = None
         self.positions: torch.Tensor | None = None
         if isinstance(x, TypedRows):
-            self.tables = [_tensor(t, device, mapped) for t in x.tables]
-            self.types = _tensor(x.row_type, device, mapped)
-            self.positions = _tensor(x.row_in_type, device, mapped)
+            self.tables = [device_tensor(t, device, mapped=mapped) for t in x.tables]
+            self.types = device_tensor(x.row_type, device, mapped=mapped)
+            self.positions = device_tensor(x.row_in_type, device, mapped=mapped)
         else:
-            self.tables = [_tensor(np.asarray(x), device, mapped)]
+            self.tables = [device_tensor(np.asarray(x), device, mapped=mapped)]
 
     @staticmethod
     def nbytes(x: np.ndarray | TypedRows) -> int:

@@ -263,13 +263,13 @@ def test_the_gpu_draws_the_same_neighbours_from_a_csr_in_host_memory(
         hubs: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
     """Zero-copy: the CSR's arrays stay in page-locked host memory (no GPU memory taken by
     them) and the draws equal the host kernels'."""
-    from samplers.device import host_mapped
+    from samplers.device import device_tensor
 
     before = torch.cuda.memory_allocated()
-    view = host_mapped(hubs.indices, torch.device("cuda"))
+    view = device_tensor(hubs.indices, torch.device("cuda"), mapped=True)
     assert view.device.type == "cuda" and torch.cuda.memory_allocated() == before
-    assert torch.equal(view[torch.arange(0, hubs.indices.size, 7, device="cuda")].cpu(),
-                       torch.from_numpy(hubs.indices[::7].astype(np.int64)))
+    got = view[torch.arange(0, hubs.indices.size, 7, device="cuda")]  # a gather by a GPU kernel
+    assert got.device.type == "cuda" and np.array_equal(got.cpu().numpy(), hubs.indices[::7])
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (0, 1 << 30))
     src = TorchCSRSource(hubs.indptr, hubs.indices, device="cuda")
     assert src.zero_copy

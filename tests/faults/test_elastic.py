@@ -50,10 +50,12 @@ STALL = ("faults.kind=stall", "faults.rank=2", "faults.epoch=2", "faults.step=0"
 
 
 def _scenario(out: dict[str, Any], name: str, fn: Any) -> None:
+    t0 = time.monotonic()
     try:
         out[name] = fn()
     except BaseException as e:  # noqa: BLE001 - every scenario reports, whatever happens
         out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+    out.setdefault("scenario_s", {})[name] = round(time.monotonic() - t0, 1)  # where the drill's time goes
 
 
 def _staged_parts(temp: Path) -> list[str]:

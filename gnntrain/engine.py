@@ -222,7 +222,7 @@ class BatchPipeline:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if self._stream is not None:  # what the next pipeline reuses (the sampler's maps) is settled
+        if self._stream is not None:  # work still queued there (batches made but not taken) ends here
             self._stream.synchronize()
 
 

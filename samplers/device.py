@@ -37,7 +37,7 @@ from samplers import _kernels as K
 from samplers.base import DeviceNeighbors, Fanout, Neighbors, SamplerError
 from samplers.local import CSRSource, check_fanout, check_ids
 
-__all__ = ["TorchCSRSource", "device_tensor", "draw_uniform"]
+__all__ = ["TorchCSRSource", "device_tensor", "draw_uniform", "fits_in_free_memory"]
 
 
 def _signed(u: int) -> int:
@@ -131,6 +131,15 @@ class _HostView:
             "data": (pinned.data_ptr(), False), "strides": None, "version": 3}
 
 
+def fits_in_free_memory(nbytes: int, device: torch.device, share: float = 1.0) -> bool:
+    """Whether ``nbytes`` take at most ``share`` of a GPU's free memory (always on the CPU):
+    what decides between copying an array to the GPU and mapping it (:func:`device_tensor`)."""
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= free * share
+
+
 def device_tensor(arr: np.ndarray, device: torch.device, *, mapped: bool = False) -> torch.Tensor:
     """``arr`` as a tensor on ``device``, copied there (on the CPU the array itself), or with
     ``mapped`` copied once into page-locked host memory and seen from the GPU as a CUDA
@@ -165,14 +174,10 @@ class TorchCSRSource(CSRSource):
                          num_relations=num_relations)
         self.device = torch.device(device)
         self._on_device: dict[int, tuple[np.ndarray, torch.Tensor]] = {}
-        self.zero_copy = self.device.type == "cuda" and not self._fits()
-
-    def _fits(self) -> bool:
-        """Whether the CSR's arrays (int64 offsets and neighbours; a typed source's edge
-        positions and relations as well) fit in the GPU's free memory."""
+        # the arrays drawn from: int64 offsets and neighbours (a typed source's edge positions
+        # and relations as well)
         need = 8 * (self.indptr.size + self.indices.size * (1 if self.edge_rel is None else 3))
-        free, _ = torch.cuda.mem_get_info(self.device)
-        return need <= free
+        self.zero_copy = not fits_in_free_memory(need, self.device)
 
     @classmethod
     def of(cls, source: CSRSource, device: torch.device | str) -> TorchCSRSource:

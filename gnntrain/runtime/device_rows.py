@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from partition.feature_rows import TypedRows, fill_padded
-from samplers.device import device_tensor
+from samplers.device import device_tensor, fits_in_free_memory
 
 __all__ = ["DeviceRows"]
 
@@ -33,12 +33,12 @@ class DeviceRows:
         self.device = device
         self.mapped = mapped
         self.width = int(x.shape[1])
-        self.types: torch.Tensor | None = None
-        self.positions: torch.Tensor | None = None
+        self.by_type: tuple[torch.Tensor, torch.Tensor] | None = None
+        """A typed part's row types and positions in their type's table."""
         if isinstance(x, TypedRows):
             self.tables = [device_tensor(t, device, mapped=mapped) for t in x.tables]
-            self.types = device_tensor(x.row_type, device, mapped=mapped)
-            self.positions = device_tensor(x.row_in_type, device, mapped=mapped)
+            self.by_type = (device_tensor(x.row_type, device, mapped=mapped),
+                            device_tensor(x.row_in_type, device, mapped=mapped))
         else:
             self.tables = [device_tensor(np.asarray(x), device, mapped=mapped)]
 
@@ -54,16 +54,13 @@ class DeviceRows:
         """``x`` on ``device`` when it fits (a GPU: at most half its free memory; the CPU:
         always, the arrays themselves without a copy), else mapped from page-locked host
         memory."""
-        if device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(device)
-            return cls(x, device, mapped=cls.nbytes(x) > free // 2)
-        return cls(x, device)
+        return cls(x, device, mapped=not fits_in_free_memory(cls.nbytes(x), device, share=0.5))
 
     def gather(self, rows: np.ndarray) -> torch.Tensor:
         """Rows ``rows`` (local positions), float32 ``[len(rows), width]`` on the device."""
         at = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(self.device)
-        if self.types is None:
+        if self.by_type is None:
             return self.tables[0][at].to(torch.float32)
-        assert self.positions is not None
+        types, positions = self.by_type
         out = torch.zeros((at.shape[0], self.width), dtype=torch.float32, device=self.device)
-        return fill_padded(out, self.tables, self.types[at], self.positions[at], _nonzero)
+        return fill_padded(out, self.tables, types[at], positions[at], _nonzero)

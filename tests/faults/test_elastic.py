@@ -1,12 +1,12 @@
 """A node leaves the cluster for good: ``cluster.on_worker_loss`` = ``shrink`` or ``restart``.
 
-Three simulated nodes (``ray.cluster_utils.Cluster``: one raylet each, one CPU each, a
-head without CPUs), three workers, one per node. Worker 2 holds still at epoch 2 step 0
-(so the run cannot move on), and once the epoch-2 checkpoint exists the drill removes
-the second node for good. With ``shrink`` the lost rank runs on a surviving node and the
-run ends with exactly the parameters and optimizer state of an undisturbed run on every
-rank; with ``restart`` the run ends soon after ``cluster.replace_timeout_s`` with an
-error naming the worker and the node.
+Two simulated nodes (``ray.cluster_utils.Cluster``: one raylet each, one CPU each, a
+head without CPUs), two workers, one per node: the fewest that lose a node and keep one.
+Worker 0 holds still at epoch 2 step 0 (so the run cannot move on), and once the epoch-2
+checkpoint exists the drill removes the second node for good. With ``shrink`` the lost
+rank runs on the surviving node and the run ends with exactly the parameters and
+optimizer state of an undisturbed run on every rank; with ``restart`` the run ends soon
+after ``cluster.replace_timeout_s`` with an error naming the worker and the node.
 
 The partition set lives on an S3 server on 127.0.0.1 and every node has a temp directory
 of its own, as separate machines have: each worker stages its own part to its node's
@@ -33,16 +33,16 @@ from bench.nodes import NODE_TEMP, add_node, drill_main, remove_when, simulated_
 from tests.conftest import REPO, make_graph
 
 GRAPH_NODES, GRAPH_SEED = 450, 7
-WORKERS = 3
+WORKERS = 2  # nodes too: one worker per node
 REPLACE_S = 2.0
-DRILL_LIMIT_S = 420  # the drill takes about 70 s on 2 cores
+DRILL_LIMIT_S = 420  # the drill takes about 80 s on 2 cores
 # pytest-timeout's limit above the drill's own: past DRILL_LIMIT_S spawn_drill stops the
 # drill and its cluster and fails the tests with the drill's log
 pytestmark = pytest.mark.timeout(DRILL_LIMIT_S + 120)
 BASE = ("train.epochs=4", "train.checkpoint_every=1", "train.keep_checkpoints=5",
         "sampler.batch_size=16", "model.dropout=0.3", "cluster.collective_timeout_s=60",
         "cluster.stall_timeout_s=120", "train.max_failures=1", f"cluster.replace_timeout_s={REPLACE_S}")
-STALL = ("faults.kind=stall", "faults.rank=2", "faults.epoch=2", "faults.step=0")
+STALL = ("faults.kind=stall", "faults.rank=0", "faults.epoch=2", "faults.step=0")
 
 
 # ---------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def drill(out_dir: Path) -> dict[str, Any]:
     node_tmp = out_dir / "node-tmp"
     # a scenario's group is kept for the next of the same shape (the undisturbed run's
     # serves the shrink run, the replaced run's the restart run): fewer actors to start
-    with s3_server() as endpoint, simulated_nodes(3, node_tmp) as (cluster, nodes), reuse_workers():
+    with s3_server() as endpoint, simulated_nodes(WORKERS, node_tmp) as (cluster, nodes), reuse_workers():
         out: dict[str, Any] = {"nodes": [n.node_id for n in nodes]}
         uri, options = new_bucket(endpoint, "drill")
         store = (f"partition.root={uri}/parts", f"partition.storage_options={json.dumps(options)}")
@@ -134,7 +134,7 @@ def drill(out_dir: Path) -> dict[str, Any]:
 
         _scenario(out, "undisturbed", undisturbed)
         _scenario(out, "shrink", lambda: lose_node("shrink", nodes[1]))
-        spare = add_node(cluster, "node_d", node_tmp)  # three nodes again
+        spare = add_node(cluster, "node_d", node_tmp)  # two nodes again
         out["nodes"].append(spare.node_id)
         _scenario(out, "replaced", lambda: lose_node("restart", spare, replace=True))
         last = next(n for n in cluster.worker_nodes if n.node_id == out["nodes"][-1])
@@ -166,7 +166,7 @@ def test_shrink_finishes_on_fewer_nodes_with_the_undisturbed_parameters(drill_re
     assert "error" not in got, got["error"]
     assert len(set(want)) == 1 and len(want) == WORKERS, "the undisturbed replicas differ"
     assert got["summary"]["epochs"] == 4
-    assert got["alive_nodes"] == 2, "the run should have ended with one node fewer"
+    assert got["alive_nodes"] == WORKERS - 1, "the run should have ended with one node fewer"
     # every rank's model and optimizer state equals the undisturbed run's
     assert got["digests"] == want, f"shrunk run {got['digests']} != undisturbed {want}"
     assert got["leftovers"] is None, got["leftovers"]
@@ -177,11 +177,11 @@ def test_shrink_is_recorded_in_failures_json_and_the_summary(drill_record: dict[
     [f] = got["failures_json"]
     assert got["summary"]["failures"][0]["moves"] == f["moves"]  # the summary carries the record
     lost = got["removed_node"]
-    survivors = [n for n in drill_record["nodes"][:3] if n != lost]
+    survivors = [n for n in drill_record["nodes"][:WORKERS] if n != lost]
     [m] = f["moves"]
     assert m["from_node"] == lost and m["to_node"] in survivors and m["kind"] == "shrunk", m
     assert m["part"] == m["rank"]  # ranks keep their parts
-    assert f["lost_nodes"] == [lost] and (f["nodes_before"], f["nodes_after"]) == (3, 2)
+    assert f["lost_nodes"] == [lost] and (f["nodes_before"], f["nodes_after"]) == (WORKERS, WORKERS - 1)
     assert f["restart_from_epoch"] == 2 and f["epochs_redone"] == 0  # epoch 2 never finished
     assert f["replace_wait_s"] >= REPLACE_S and f["recovery_s"] >= f["replace_wait_s"]
 
@@ -195,7 +195,7 @@ def test_restart_goes_on_when_a_new_node_joins_within_the_replace_timeout(
     [f] = got["failures_json"]
     [m] = f["moves"]
     assert (m["from_node"], m["to_node"], m["kind"]) == (got["removed_node"], got["new_node"], "replaced"), m
-    assert (f["nodes_before"], f["nodes_after"]) == (3, 3), f
+    assert (f["nodes_before"], f["nodes_after"]) == (WORKERS, WORKERS), f
     assert f["replace_wait_s"] > 0 and "error" not in got  # it waited, and the new node was taken
     assert got["leftovers"] is None, got["leftovers"]
 

@@ -134,7 +134,7 @@ def drill(out_dir: Path) -> dict[str, Any]:
 
         _scenario(out, "undisturbed", undisturbed)
         _scenario(out, "shrink", lambda: lose_node("shrink", nodes[1]))
-        spare = add_node(cluster, "node_d", node_tmp)  # two nodes again
+        spare = add_node(cluster, "node_c", node_tmp)  # two nodes again
         out["nodes"].append(spare.node_id)
         _scenario(out, "replaced", lambda: lose_node("restart", spare, replace=True))
         last = next(n for n in cluster.worker_nodes if n.node_id == out["nodes"][-1])
